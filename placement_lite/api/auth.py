@@ -1,0 +1,109 @@
+"""Who is calling (noauth2 or keystone headers), and may they?
+
+`noauth2` follows Placement's development auth: every path but the
+unauthenticated ones needs `x-auth-token`; the token is `user[:project]`;
+the token `admin` gets the admin role; `X-Roles` replaces the roles;
+`X-Project-Id` sets the project; `OpenStack-System-Scope: all` makes the
+request system-scoped.
+
+`keystone` trusts the identity headers that keystonemiddleware's
+auth_token sets after validating the token (X-Identity-Status and
+friends); the server wraps the app in auth_token in that mode.
+
+Every resource declares `policies = {"GET": "rule name", ...}`; the
+middleware enforces the rule before the responder runs, with a target
+made of the route's fields and the query string (so `project_id` in
+`GET /usages?project_id=` is what project-scoped rules compare against).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import falcon
+
+from placement_lite.api import errors
+from placement_lite.api.policy import Policy
+
+# Paths any caller may GET without a token (version document, health).
+PUBLIC_PATHS = frozenset({"/", "/healthcheck", "/v3", "/v3/"})
+
+
+@dataclass
+class Identity:
+    user_id: str | None = None
+    project_id: str | None = None
+    roles: list[str] = field(default_factory=list)
+    system_scope: str | None = None
+
+    def creds(self) -> dict:
+        return {"user_id": self.user_id, "project_id": self.project_id,
+                "roles": [r.lower() for r in self.roles],
+                "system_scope": self.system_scope}
+
+
+def _roles(header: str | None) -> list[str]:
+    return [r.strip() for r in (header or "").split(",") if r.strip()]
+
+
+def noauth2_identity(req: falcon.Request) -> Identity:
+    token = req.get_header("X-Auth-Token")
+    if not token:
+        raise errors.ApiError(falcon.HTTP_401, "This request needs an "
+                              "x-auth-token header (noauth2: 'user[:project]').")
+    user_id, _sep, project_id = token.partition(":")
+    project_id = req.get_header("X-Project-Id") or project_id or user_id
+    roles_header = req.get_header("X-Roles")
+    if roles_header is not None:
+        roles = _roles(roles_header)
+    elif user_id == "admin":
+        roles = ["admin"]
+    else:
+        roles = []
+    return Identity(user_id=user_id, project_id=project_id, roles=roles,
+                    system_scope=req.get_header("OpenStack-System-Scope"))
+
+
+def keystone_identity(req: falcon.Request) -> Identity:
+    if (req.get_header("X-Identity-Status") or "").lower() != "confirmed":
+        raise errors.ApiError(falcon.HTTP_401, "The request you have made "
+                              "requires authentication.")
+    return Identity(user_id=req.get_header("X-User-Id"),
+                    project_id=req.get_header("X-Project-Id"),
+                    roles=_roles(req.get_header("X-Roles")),
+                    system_scope=req.get_header("OpenStack-System-Scope"))
+
+
+IDENTIFIERS = {"noauth2": noauth2_identity, "keystone": keystone_identity}
+
+
+class AuthMiddleware:
+    def __init__(self, mode: str, policy: Policy, public_paths=PUBLIC_PATHS):
+        if mode not in IDENTIFIERS:
+            raise ValueError(f"unknown auth mode {mode!r}")
+        self.identify = IDENTIFIERS[mode]
+        self.policy = policy
+        self.public_paths = public_paths
+
+    def _public(self, req: falcon.Request) -> bool:
+        return req.path in self.public_paths or req.method == "OPTIONS"
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.identity = None
+        if self._public(req):
+            return
+        req.context.identity = self.identify(req)
+
+    def process_resource(self, req, resp, resource, params) -> None:
+        if resource is None or self._public(req):
+            return
+        rule = getattr(resource, "policies", {}).get(req.method)
+        if rule is None and req.method == "HEAD":
+            rule = getattr(resource, "policies", {}).get("GET")
+        if rule is None:
+            # A route without a rule is a bug; refuse rather than allow.
+            raise errors.forbidden("No policy rule covers this request.")
+        target = {k: v for k, v in req.params.items() if isinstance(v, str)}
+        target.update({k: str(v) for k, v in params.items()})
+        creds = req.context.identity.creds()
+        if not self.policy.check(rule, creds, target):
+            raise errors.forbidden(f"Policy does not allow {rule} to be performed.")

@@ -1,0 +1,102 @@
+"""API-WG error JSON, and the one map from domain errors to HTTP statuses.
+
+Every error response body is
+  {"errors": [{"status": 409, "title": "Conflict", "detail": "...",
+               "code": "placement.concurrent_update", "request_id": "req-..."}]}
+with `code` present from microversion 1.23, as in Placement.
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+import falcon
+
+from placement_lite.ledger import errors as lerr
+
+LOG = logging.getLogger(__name__)
+DEFAULT_CODE = lerr.DEFAULT_CODE
+CODE_MICROVERSION = (1, 23)
+
+
+class ApiError(falcon.HTTPError):
+    def __init__(self, status, detail: str, code: str = DEFAULT_CODE,
+                 headers=None, extra: dict | None = None):
+        super().__init__(status, description=detail, headers=headers)
+        self.code = code
+        self.extra = extra or {}
+
+
+def bad_request(detail: str, code: str = DEFAULT_CODE) -> ApiError:
+    return ApiError(falcon.HTTP_400, detail, code)
+
+
+def not_found(detail: str, code: str = DEFAULT_CODE) -> ApiError:
+    return ApiError(falcon.HTTP_404, detail, code)
+
+
+def conflict(detail: str, code: str = DEFAULT_CODE) -> ApiError:
+    return ApiError(falcon.HTTP_409, detail, code)
+
+
+def forbidden(detail: str, code: str = DEFAULT_CODE) -> ApiError:
+    return ApiError(falcon.HTTP_403, detail, code)
+
+
+_DOMAIN_STATUS = [
+    (lerr.NotFound, falcon.HTTP_404),
+    (lerr.Invalid, falcon.HTTP_400),
+    (lerr.Conflict, falcon.HTTP_409),
+    (lerr.Forbidden, falcon.HTTP_403),
+]
+
+
+def from_domain(exc: lerr.LedgerError) -> ApiError:
+    for cls, status in _DOMAIN_STATUS:
+        if isinstance(exc, cls):
+            extra = {}
+            if isinstance(exc, lerr.OverLimit) and exc.over:
+                extra["over_limit"] = exc.over
+            return ApiError(status, exc.detail, exc.code, extra=extra)
+    return ApiError(falcon.HTTP_500, exc.detail, exc.code)
+
+
+def _code_allowed(req) -> bool:
+    version = getattr(req.context, "microversion", None)
+    return version is None or tuple(version) >= CODE_MICROVERSION
+
+
+def serialize(req: falcon.Request, resp: falcon.Response,
+              exc: falcon.HTTPError) -> None:
+    status_code = int(exc.status_code)
+    err = {
+        "status": status_code,
+        "title": falcon.code_to_http_status(status_code)[4:],
+        "detail": exc.description or exc.title or "",
+        "request_id": getattr(req.context, "request_id", None),
+    }
+    if _code_allowed(req):
+        err["code"] = getattr(exc, "code", None) or DEFAULT_CODE
+    err.update(getattr(exc, "extra", {}) or {})
+    resp.content_type = falcon.MEDIA_JSON
+    resp.text = json.dumps({"errors": [err]})
+
+
+def handle_domain_error(req, resp, exc, params):
+    raise from_domain(exc)
+
+
+def handle_unexpected(req, resp, exc, params):
+    if isinstance(exc, falcon.HTTPError):
+        raise exc
+    LOG.exception("unexpected error on %s %s (request %s)", req.method,
+                  req.path, getattr(req.context, "request_id", "-"))
+    raise ApiError(falcon.HTTP_500,
+                   "The server could not complete the request; the error was "
+                   "logged with this request id.")
+
+
+def install(app: falcon.App) -> None:
+    app.add_error_handler(Exception, handle_unexpected)
+    app.add_error_handler(lerr.LedgerError, handle_domain_error)
+    app.set_error_serializer(serialize)

@@ -1,0 +1,71 @@
+"""Cross-cutting request work: request ids and the one log line."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+
+import falcon
+
+LOG = logging.getLogger("placement_lite.request")
+
+
+class RequestIdMiddleware:
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.request_id = f"req-{uuid.uuid4()}"
+        req.context.started = time.perf_counter()
+
+    def process_response(self, req, resp, resource, req_succeeded) -> None:
+        rid = req.context.request_id
+        resp.set_header("x-openstack-request-id", rid)
+        resp.set_header("openstack-request-id", rid)
+
+
+class AccessLogMiddleware:
+    """One line per request: method, path, status, ms, request id, version."""
+
+    def __init__(self, fmt: str = "text", observers=()):
+        self.json = fmt == "json"
+        self.observers = list(observers)
+
+    def process_response(self, req, resp, resource, req_succeeded) -> None:
+        started = getattr(req.context, "started", None)
+        ms = (time.perf_counter() - started) * 1000 if started else 0.0
+        status = int(resp.status_code) if hasattr(resp, "status_code") else int(
+            str(resp.status).split()[0])
+        version = str(getattr(req.context, "microversion", "") or "")
+        route = getattr(req, "uri_template", None) or "unmatched"
+        for observer in self.observers:
+            observer(req.method, route, status, ms / 1000.0)
+        if self.json:
+            LOG.info(json.dumps({
+                "request_id": getattr(req.context, "request_id", None),
+                "method": req.method, "path": req.path, "status": status,
+                "ms": round(ms, 2), "microversion": version}))
+        else:
+            LOG.info("%s %s %s %d %.1fms %s", getattr(req.context, "request_id", "-"),
+                     req.method, req.relative_uri, status, ms, version)
+
+
+class InputLimitsMiddleware:
+    """Refuse oversized bodies (413) and floods of query parameters (400)
+    before any parsing work is spent on them."""
+
+    def __init__(self, max_body_bytes: int, max_query_params: int):
+        self.max_body_bytes = max_body_bytes
+        self.max_query_params = max_query_params
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        from placement_lite.api import errors
+        length = req.content_length
+        if length is not None and length > self.max_body_bytes:
+            raise errors.ApiError(
+                falcon.HTTP_413,
+                f"The request body is {length} bytes; the limit is "
+                f"{self.max_body_bytes}.")
+        query = req.query_string or ""
+        if query.count("&") + 1 > self.max_query_params:
+            raise errors.bad_request(
+                f"The query string has more than {self.max_query_params} "
+                "parameters.")

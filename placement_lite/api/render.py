@@ -1,0 +1,40 @@
+"""Response helpers shared by every resource."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable, Optional
+
+import falcon
+
+from placement_lite.api.microversion import at_least
+
+
+def send(resp: falcon.Response, body: Any, status=falcon.HTTP_200) -> None:
+    resp.status = status
+    resp.media = body
+
+
+def no_content(resp: falcon.Response) -> None:
+    resp.status = falcon.HTTP_204
+    resp.content_type = None
+
+
+def cache_headers(req: falcon.Request, resp: falcon.Response,
+                  modified: Iterable[Optional[dt.datetime]] = ()) -> None:
+    """From 1.15 GET responses say when their data last changed.
+
+    With no timestamps to go on (an empty list, a computed view) the
+    answer is 'now', as in Placement.
+    """
+    if not at_least(req, "1.15"):
+        return
+    stamps = [m for m in modified if m is not None]
+    when = max(stamps) if stamps else dt.datetime.now(dt.timezone.utc)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    resp.set_header("Last-Modified", falcon.dt_to_http(when))
+    resp.set_header("Cache-Control", "no-cache")
+
+
+def link(rel: str, href: str) -> dict:
+    return {"rel": rel, "href": href}

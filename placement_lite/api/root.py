@@ -1,0 +1,49 @@
+"""GET / (the version document) and GET /healthcheck."""
+from __future__ import annotations
+
+import logging
+
+import falcon
+from sqlalchemy import text
+
+from placement_lite.api import render
+from placement_lite.api.microversion import MAX_VERSION, MIN_VERSION
+
+LOG = logging.getLogger(__name__)
+
+
+class Root:
+    policies: dict = {}
+
+    def __init__(self, services):
+        self.services = services
+
+    def on_get(self, req, resp):
+        render.send(resp, {"versions": [{
+            "id": f"v{MIN_VERSION.major}.0",
+            "min_version": str(MIN_VERSION),
+            "max_version": str(MAX_VERSION),
+            "status": "CURRENT",
+            "links": [render.link("self", "")],
+        }]})
+
+
+class Healthcheck:
+    policies: dict = {}
+
+    def __init__(self, services):
+        self.db = services.db
+
+    def on_get(self, req, resp):
+        try:
+            with self.db.read() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception:  # noqa: BLE001 - any failure means "not healthy"
+            LOG.exception("healthcheck: database unreachable")
+            render.send(resp, {"status": "error", "database": "unreachable"},
+                        falcon.HTTP_503)
+            return
+        render.send(resp, {"status": "ok", "database": "ok"})
+
+
+ROUTES = [("/", Root), ("/healthcheck", Healthcheck)]

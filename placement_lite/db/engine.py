@@ -1,0 +1,148 @@
+"""URL -> Engine, and the transaction discipline every writer follows.
+
+Writers go through `Database.write()` (or `run_write()` for retries):
+- SQLite: `BEGIN IMMEDIATE`, so two writers serialise on the file lock at
+  the start of the transaction instead of failing mid-way with "database is
+  locked"; WAL keeps readers unblocked; a generous busy timeout waits out
+  writers in other processes.
+- MariaDB/MySQL and PostgreSQL: READ COMMITTED, so a read after taking a
+  row lock (the generation bump) sees every transaction that committed
+  before the lock was granted. Under MySQL's default REPEATABLE READ the
+  read would come from an older snapshot and capacity could be oversold.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# MySQL: deadlock, lock wait timeout, Galera certification failure (1213 too),
+# lost connection during commit is NOT retried (the outcome is unknown).
+_MYSQL_RETRY_CODES = {1205, 1213}
+# PostgreSQL SQLSTATEs: serialization_failure, deadlock_detected.
+_PG_RETRY_STATES = {"40001", "40P01"}
+
+
+class RetryableError(Exception):
+    """Raised by domain code when a fresh transaction may succeed.
+
+    `run_write` catches it (and database lock/deadlock errors) and runs the
+    whole unit of work again in a new transaction.
+    """
+
+
+def is_retryable_db_error(exc: BaseException) -> bool:
+    if not isinstance(exc, DBAPIError):
+        return False
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "args", [None])[0] if orig is not None else None
+    if isinstance(code, int) and code in _MYSQL_RETRY_CODES:
+        return True
+    pgcode = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if pgcode in _PG_RETRY_STATES:
+        return True
+    msg = str(orig).lower() if orig is not None else ""
+    return isinstance(exc, OperationalError) and (
+        "database is locked" in msg or "database is busy" in msg)
+
+
+def make_engine(url: str, pool_size: int = 10) -> Engine:
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    kwargs: dict = {"future": True}
+    if backend == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            import os
+            directory = os.path.dirname(os.path.abspath(parsed.database))
+            os.makedirs(directory, exist_ok=True)
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 60}
+    else:
+        kwargs.update(pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size,
+                      pool_recycle=3600, isolation_level="READ COMMITTED")
+        if backend == "mysql":
+            query = dict(parsed.query)
+            query.setdefault("charset", "utf8mb4")
+            parsed = parsed.set(query=query)
+    engine = create_engine(parsed, **kwargs)
+    if backend == "sqlite":
+        _sqlite_setup(engine)
+    return engine
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        # Let SQLAlchemy's begin event, not the driver, start transactions.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=60000")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        if conn.get_execution_options().get("placement_write"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+class Database:
+    """The engine plus the read/write transaction helpers."""
+
+    def __init__(self, url: str, pool_size: int = 10, retries: int = 10):
+        self.url = url
+        self.engine = make_engine(url, pool_size=pool_size)
+        self.backend = self.engine.dialect.name
+        self.retries = retries
+        self._writer = self.engine.execution_options(placement_write=True)
+        # Observers (metrics) count retries without this module knowing them.
+        self.on_retry: list[Callable[[BaseException], None]] = []
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        with self._writer.begin() as conn:
+            yield conn
+
+    def run_write(self, fn: Callable[[Connection], T], retries: int | None = None) -> T:
+        """Run fn(conn) in a write transaction, retrying in a NEW transaction.
+
+        Never retries inside the transaction that lost: the failed one is
+        rolled back and fn re-reads everything it depends on.
+        """
+        attempts = (self.retries if retries is None else retries) + 1
+        for attempt in range(attempts):
+            try:
+                with self.write() as conn:
+                    return fn(conn)
+            except (RetryableError, DBAPIError) as exc:
+                if isinstance(exc, DBAPIError) and not is_retryable_db_error(exc):
+                    raise
+                if attempt == attempts - 1:
+                    raise
+                for hook in self.on_retry:
+                    hook(exc)
+                LOG.debug("retrying write after %s (attempt %d)", exc, attempt + 1)
+                # Jittered back-off so racing writers do not collide again.
+                time.sleep(random.uniform(0, 0.002 * (2 ** min(attempt, 6))))
+        raise AssertionError("unreachable")
+
+    def dispose(self) -> None:
+        self.engine.dispose()

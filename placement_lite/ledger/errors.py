@@ -1,0 +1,75 @@
+"""Typed domain errors. Each carries its Placement error code.
+
+The API layer maps the four families (NotFound, Invalid, Conflict,
+Forbidden) onto HTTP statuses once, in api/errors.py; domain code never
+thinks in HTTP.
+"""
+from __future__ import annotations
+
+from placement_lite.db.engine import RetryableError
+
+DEFAULT_CODE = "placement.undefined_code"
+
+
+class LedgerError(Exception):
+    code = DEFAULT_CODE
+
+    def __init__(self, detail: str, code: str | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        if code is not None:
+            self.code = code
+
+
+class NotFound(LedgerError):
+    """The named thing does not exist (404)."""
+
+
+class ResourceProviderNotFound(NotFound):
+    pass
+
+
+class Invalid(LedgerError):
+    """The request is well-formed JSON but asks for something impossible (400)."""
+
+
+class Conflict(LedgerError):
+    """The request conflicts with what is stored (409)."""
+
+
+class Forbidden(LedgerError):
+    """Policy or quota refuses the request (403)."""
+
+
+class DuplicateName(Conflict):
+    code = "placement.duplicate_name"
+
+
+class ConcurrentUpdate(Conflict, RetryableError):
+    """A generation moved under us. Retryable where Placement retries."""
+    code = "placement.concurrent_update"
+
+
+class InventoryInUse(Conflict):
+    code = "placement.inventory.inuse"
+
+
+class ProviderInUse(Conflict):
+    code = "placement.resource_provider.inuse"
+
+
+class CannotDeleteParent(Conflict):
+    code = "placement.resource_provider.cannot_delete_parent"
+
+
+class CapacityExceeded(Conflict):
+    """A claim does not fit the provider's inventory."""
+
+
+class OverLimit(Forbidden):
+    """A claim would take a project over its quota limit."""
+    code = "placement.quota.over_limit"
+
+    def __init__(self, detail: str, over: list | None = None):
+        super().__init__(detail)
+        self.over = over or []

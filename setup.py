@@ -1,0 +1,58 @@
+from setuptools import setup
+
+setup(
+    name="placement-lite",
+    version="0.1.0",
+    description=(
+        "A resource-and-usage ledger for clouds: the OpenStack Placement API "
+        "plus unified-limits quota, on SQLite, MariaDB/MySQL or PostgreSQL."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=[
+        "placement_lite",
+        "placement_lite.api",
+        "placement_lite.api.schemas",
+        "placement_lite.ledger",
+        "placement_lite.candidates",
+        "placement_lite.quota",
+        "placement_lite.db",
+        # The alembic scripts live at the top of the tree (migrations/) but
+        # ship inside the package so a plain `pip install .` can upgrade.
+        "placement_lite.migrations",
+        "placement_lite.migrations.versions",
+    ],
+    package_dir={
+        "placement_lite.migrations": "migrations",
+        "placement_lite.migrations.versions": "migrations/versions",
+    },
+    package_data={"placement_lite.migrations": ["script.py.mako"]},
+    install_requires=[
+        "falcon>=4.0",
+        "waitress>=3.0",
+        "SQLAlchemy>=2.0",
+        "alembic>=1.13",
+        "jsonschema>=4.17",
+        "os-traits>=3.0",
+        "os-resource-classes>=1.1",
+        "microversion-parse>=1.0",
+        "PyYAML>=6.0",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=7.4",
+            "gabbi>=3.0",
+            "wsgi-intercept>=1.13",
+            "hypothesis>=6.80",
+            "PyMySQL>=1.1",
+            "psycopg[binary]>=3.1",
+        ],
+        "mysql": ["PyMySQL>=1.1"],
+        "postgresql": ["psycopg[binary]>=3.1"],
+        "keystone": ["keystonemiddleware>=10.0"],
+    },
+    entry_points={
+        "console_scripts": ["placement-lite = placement_lite.cli:main"],
+    },
+)

@@ -1,0 +1,69 @@
+"""Gabbi fixtures: each YAML file gets a fresh database and app.
+
+A gabbit names its fixture in `fixtures:`. APIFixture is the default
+(noauth2, legacy policy); subclasses change settings for one file.
+Useful uuids are exported to the environment so YAML can say
+$ENVIRON['RP_UUID'].
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import ExitStack
+
+from gabbi import fixture
+
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+from tests.backends import fresh_database
+
+# The backend the runner in test_api.py is currently exercising.
+CURRENT = {"backend": "sqlite", "app": None}
+
+UUID_NAMES = [
+    "RP_UUID", "RP_UUID1", "RP_UUID2", "RP_UUID3", "RP_UUID4", "RP_NAME",
+    "PARENT_UUID", "CHILD_UUID", "GRANDCHILD_UUID", "ALT_PARENT_UUID",
+    "SHARED_UUID", "CONSUMER_UUID", "CONSUMER_UUID1", "CONSUMER_UUID2",
+    "CONSUMER_UUID3", "PROJECT_ID", "ALT_PROJECT_ID", "USER_ID", "ALT_USER_ID",
+    "AGGA_UUID", "AGGB_UUID", "AGGC_UUID", "INSTANCE_UUID", "MIGRATION_UUID",
+]
+
+
+def wsgi_app(environ, start_response):
+    """The intercept target: forwards to the app of the running file."""
+    app = CURRENT["app"]
+    if app is None:
+        raise RuntimeError("no gabbi fixture has started an app")
+    return app(environ, start_response)
+
+
+def intercept():
+    return wsgi_app
+
+
+class APIFixture(fixture.GabbiFixture):
+    settings_overrides: dict = {}
+
+    def start_fixture(self):
+        self._stack = ExitStack()
+        db = self._stack.enter_context(fresh_database(CURRENT["backend"]))
+        settings = Settings(db=db.url, **self.settings_overrides)
+        CURRENT["app"] = create_app(settings, db)
+        for name in UUID_NAMES:
+            os.environ[name] = str(uuid.uuid4())
+        self.prepare(db)
+
+    def prepare(self, db):
+        """Subclasses add rows the file starts from."""
+
+    def stop_fixture(self):
+        CURRENT["app"] = None
+        self._stack.close()
+
+
+class SecureRBACFixture(APIFixture):
+    settings_overrides = {"policy_profile": "secure-rbac"}
+
+
+class OpenPolicyFixture(APIFixture):
+    settings_overrides = {"policy_profile": "open"}
