@@ -5,7 +5,7 @@ compares the migrated schema with this module so the two cannot drift.
 """
 from sqlalchemy import (
     BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer,
-    MetaData, String, Table, Text, UniqueConstraint, func,
+    MetaData, String, Table, Text, UniqueConstraint, false, func, true,
 )
 
 metadata = MetaData(naming_convention={
@@ -151,4 +151,114 @@ allocations = Table(
           "resource_class_id", "used"),
     Index("ix_allocations_consumer", "consumer_id"),
     Index("ix_allocations_rc", "resource_class_id"),
+)
+
+
+# Quota
+# The project registry lives on the shared `projects` table: rows that
+# consumers create on first sight keep the defaults below and read as
+# enabled top-level projects until someone registers them.
+for _column in (
+    Column("name", String(255), nullable=True),
+    Column("description", Text, nullable=True),
+    Column("parent_id", Integer, ForeignKey("projects.id"), nullable=True,
+           index=True),
+    Column("domain_id", Integer, ForeignKey("projects.id"), nullable=True,
+           index=True),
+    Column("is_domain", Boolean, nullable=False, default=False,
+           server_default=false()),
+    Column("enabled", Boolean, nullable=False, default=True,
+           server_default=true()),
+    # Bumped by every quota claim in the tree rooted here: the UPDATE takes
+    # the row lock that serialises claims of one tree across processes.
+    Column("quota_generation", Integer, nullable=False, default=0,
+           server_default="0"),
+):
+    projects.append_column(_column)
+
+quota_services = Table(
+    "quota_services", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("type", String(255), nullable=False),
+    Column("name", String(255), nullable=True),
+    Column("description", Text, nullable=True),
+    Column("enabled", Boolean, nullable=False, default=True,
+           server_default=true()),
+    *_timestamps(),
+)
+
+quota_regions = Table(
+    "quota_regions", metadata,
+    Column("id", String(255), primary_key=True),
+    Column("description", Text, nullable=True),
+    Column("parent_region_id", String(255), ForeignKey("quota_regions.id"),
+           nullable=True),
+    *_timestamps(),
+)
+
+quota_endpoints = Table(
+    "quota_endpoints", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("service_id", String(64), ForeignKey("quota_services.id"),
+           nullable=False, index=True),
+    Column("region_id", String(255), ForeignKey("quota_regions.id"),
+           nullable=True),
+    Column("interface", String(16), nullable=False),
+    Column("url", String(1024), nullable=False),
+    Column("enabled", Boolean, nullable=False, default=True,
+           server_default=true()),
+    *_timestamps(),
+)
+
+# region_key is region_id or '': NULLs never collide in a unique index, and
+# "no region" must be unique too.
+registered_limits = Table(
+    "registered_limits", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("service_id", String(64), ForeignKey("quota_services.id"),
+           nullable=False),
+    Column("region_id", String(255), ForeignKey("quota_regions.id"),
+           nullable=True),
+    Column("region_key", String(255), nullable=False),
+    Column("resource_name", String(255), nullable=False),
+    Column("default_limit", Integer, nullable=False),
+    Column("description", Text, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("service_id", "region_key", "resource_name"),
+)
+
+# owner_id is the project (or domain: a project row with is_domain) the
+# limit applies to.
+project_limits = Table(
+    "project_limits", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("owner_id", Integer, ForeignKey("projects.id"), nullable=False),
+    Column("service_id", String(64), ForeignKey("quota_services.id"),
+           nullable=False),
+    Column("region_id", String(255), ForeignKey("quota_regions.id"),
+           nullable=True),
+    Column("region_key", String(255), nullable=False),
+    Column("resource_name", String(255), nullable=False),
+    Column("resource_limit", Integer, nullable=False),
+    Column("description", Text, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("owner_id", "service_id", "region_key", "resource_name"),
+    Index("ix_project_limits_resource", "resource_name", "service_id",
+          "region_key"),
+)
+
+# Append-only: every lease charge and refund, in unit-seconds (amount x
+# seconds), so a project's reserved-time balance is one SUM and auditable.
+lease_ledger = Table(
+    "lease_ledger", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project_id", Integer, ForeignKey("projects.id"), nullable=False),
+    Column("resource_name", String(255), nullable=False),
+    Column("lease_id", String(255), nullable=True),
+    Column("lease_name", String(255), nullable=True),
+    Column("event", String(32), nullable=False),
+    Column("unit_seconds", BigInteger, nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("created_at", DateTime, nullable=False, server_default=func.now()),
+    Index("ix_lease_ledger_project_resource", "project_id", "resource_name"),
 )
