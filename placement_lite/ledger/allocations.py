@@ -1,0 +1,246 @@
+"""Allocations: what consumers hold on providers, and how claims are written.
+
+Every write follows one order inside one transaction, so racing writers
+(threads or processes) can never oversell a provider:
+
+1. bump the generation of every consumer written (its row lock), sorted by
+   uuid; a stale caller-supplied consumer_generation is a 409;
+2. read the consumers' current allocations, then bump the generation of
+   every provider touched, old and new, sorted by id, with the conditional
+   UPDATE (rowcount 0 -> ConcurrentUpdate, which `run_write` retries in a
+   new transaction);
+3. only then read usage and inventory and check capacity: the row locks we
+   now hold mean nobody can change these providers' usage until we commit,
+   and the reads (READ COMMITTED, or SQLite's single writer) see every
+   claim that committed before;
+4. write, drop consumers left without allocations, run the claim checks.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Connection
+
+from placement_lite.db import tables as t
+from placement_lite.ledger import capacity, consumers, errors
+
+# Marks a write that does not check the consumer generation (before 1.28).
+UNCHECKED = object()
+
+ClaimCheck = Callable[[Connection, set], None]
+
+
+@dataclass
+class ConsumerWrite:
+    """The allocations one consumer should hold after the write.
+
+    `allocations` maps provider uuid -> {class name: used}; empty removes
+    every allocation of the consumer (and with them the consumer).
+    `consumer_type` None keeps the stored type.
+    """
+    consumer_uuid: str
+    project_id: str
+    user_id: str
+    allocations: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    consumer_type: Optional[str] = None
+    expected_generation: Any = UNCHECKED
+
+
+def class_ids(conn: Connection, names: Iterable[str],
+              consumer_uuid: Optional[str] = None) -> dict[str, int]:
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    rc = t.resource_classes
+    found = dict(conn.execute(
+        select(rc.c.name, rc.c.id).where(rc.c.name.in_(wanted))).all())
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        who = f" for consumer {consumer_uuid}" if consumer_uuid else ""
+        raise errors.Invalid(
+            f"Unable to allocate inventory{who}: No such resource class "
+            f"{', '.join(missing)}. Create custom classes with PUT "
+            "/resource_classes/{name} first.")
+    return found
+
+
+def provider_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
+    wanted = sorted(set(uuids))
+    if not wanted:
+        return {}
+    rp = t.resource_providers
+    found = dict(conn.execute(
+        select(rp.c.uuid, rp.c.id).where(rp.c.uuid.in_(wanted))).all())
+    missing = [u for u in wanted if u not in found]
+    if missing:
+        raise errors.Invalid(
+            "Allocation for resource provider "
+            + ", ".join(f"'{u}'" for u in missing)
+            + " that does not exist.")
+    return found
+
+
+def bump_providers(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
+    """Bump each provider's generation, lowest id first; uuid by id.
+
+    Sorted so two writers touching overlapping providers take the row
+    locks in the same order and cannot deadlock each other.
+    """
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    rp = t.resource_providers
+    rows = conn.execute(select(rp.c.id, rp.c.uuid, rp.c.generation)
+                        .where(rp.c.id.in_(ids)).order_by(rp.c.id)).all()
+    if len(rows) != len(ids):
+        raise errors.ConcurrentUpdate(
+            "a resource provider was deleted while allocations were written; "
+            "retrying.")
+    for row in rows:
+        result = conn.execute(
+            update(rp).where(rp.c.id == row.id, rp.c.generation == row.generation)
+            .values(generation=rp.c.generation + 1))
+        if result.rowcount != 1:
+            raise errors.ConcurrentUpdate(
+                f"resource provider {row.uuid} was updated by another request "
+                "while allocations were written; retrying.")
+    return {row.id: row.uuid for row in rows}
+
+
+def _current_providers(conn: Connection, consumer_ids: list[int]) -> set[int]:
+    if not consumer_ids:
+        return set()
+    a = t.allocations
+    return set(conn.scalars(select(a.c.resource_provider_id).distinct()
+                            .where(a.c.consumer_id.in_(consumer_ids))))
+
+
+def replace(conn: Connection, writes: list[ConsumerWrite],
+            claim_checks: Iterable[ClaimCheck] = ()) -> None:
+    """Set the allocations of each consumer in `writes`, all or nothing."""
+    seen: set[str] = set()
+    for w in writes:
+        if w.consumer_uuid in seen:
+            raise errors.Invalid(
+                f"consumer {w.consumer_uuid} appears more than once.")
+        seen.add(w.consumer_uuid)
+    rcs: dict[str, int] = {}
+    rps: dict[str, int] = {}
+    for w in writes:
+        rcs.update(class_ids(conn, (c for res in w.allocations.values()
+                                    for c in res), w.consumer_uuid))
+        rps.update(provider_ids(conn, w.allocations))
+
+    projects: set[str] = set()
+    written: list[tuple[ConsumerWrite, consumers.Consumer]] = []
+    existing_ids: list[int] = []
+    for w in sorted(writes, key=lambda w: w.consumer_uuid):
+        consumer = consumers.get(conn, w.consumer_uuid)
+        if w.expected_generation is not UNCHECKED:
+            consumers.check_generation(consumer, w.consumer_uuid,
+                                       w.expected_generation)
+        if consumer is not None:
+            projects.add(consumer.project_id)
+            consumers.claim(conn, consumer, w.project_id, w.user_id,
+                            w.consumer_type)
+            existing_ids.append(consumer.id)
+        elif w.allocations:
+            consumer = consumers.create(conn, w.consumer_uuid, w.project_id,
+                                        w.user_id, w.consumer_type)
+        else:
+            continue
+        projects.add(w.project_id)
+        written.append((w, consumer))
+
+    touched = _current_providers(conn, existing_ids) | set(rps.values())
+    names_by_id = bump_providers(conn, touched)
+    if existing_ids:
+        conn.execute(delete(t.allocations).where(
+            t.allocations.c.consumer_id.in_(existing_ids)))
+
+    amounts: dict[tuple[int, int], list[int]] = defaultdict(list)
+    rows = []
+    for w, consumer in written:
+        for rp_uuid, resources in w.allocations.items():
+            for rc_name, used in resources.items():
+                key = (rps[rp_uuid], rcs[rc_name])
+                amounts[key].append(used)
+                rows.append({"resource_provider_id": key[0],
+                             "consumer_id": consumer.id,
+                             "resource_class_id": key[1], "used": used})
+    capacity.check(conn, amounts, names_by_id,
+                   {v: k for k, v in rcs.items()})
+    if rows:
+        conn.execute(insert(t.allocations), rows)
+    consumers.delete_if_empty(conn, existing_ids)
+    for check in claim_checks:
+        check(conn, set(projects))
+
+
+def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
+    consumer = consumers.get(conn, consumer_uuid)
+    if consumer is None:
+        raise errors.NotFound(
+            f"No allocations for consumer '{consumer_uuid}'.")
+    consumers.bump(conn, consumer)
+    bump_providers(conn, _current_providers(conn, [consumer.id]))
+    conn.execute(delete(t.allocations).where(
+        t.allocations.c.consumer_id == consumer.id))
+    conn.execute(delete(t.consumers).where(t.consumers.c.id == consumer.id))
+
+
+def _timestamps(row) -> list:
+    return [row.created_at, row.updated_at]
+
+
+def for_consumer(conn: Connection, consumer_uuid: str):
+    """(consumer or None, {provider uuid: {generation, resources}}, stamps)."""
+    consumer = consumers.get(conn, consumer_uuid)
+    if consumer is None:
+        return None, {}, []
+    a, rp, rc = t.allocations, t.resource_providers, t.resource_classes
+    rows = conn.execute(
+        select(rp.c.uuid, rp.c.generation, rc.c.name, a.c.used,
+               a.c.created_at, a.c.updated_at)
+        .join(rp, rp.c.id == a.c.resource_provider_id)
+        .join(rc, rc.c.id == a.c.resource_class_id)
+        .where(a.c.consumer_id == consumer.id))
+    result: dict[str, dict] = {}
+    stamps: list = []
+    for row in rows:
+        entry = result.setdefault(row.uuid, {"generation": row.generation,
+                                             "resources": {}})
+        entry["resources"][row.name] = int(row.used)
+        stamps += _timestamps(row)
+    return consumer, result, stamps
+
+
+def provider_generation(conn: Connection, rp_uuid: str):
+    rp = t.resource_providers
+    row = conn.execute(select(rp.c.id, rp.c.generation, rp.c.created_at,
+                              rp.c.updated_at)
+                       .where(rp.c.uuid == rp_uuid)).first()
+    if row is None:
+        raise errors.ResourceProviderNotFound(
+            f"No resource provider with uuid {rp_uuid} found.")
+    return row
+
+
+def for_provider(conn: Connection, rp_uuid: str):
+    """(provider generation, {consumer uuid: {class: used}}, stamps)."""
+    provider = provider_generation(conn, rp_uuid)
+    a, c, rc = t.allocations, t.consumers, t.resource_classes
+    rows = conn.execute(
+        select(c.c.uuid, rc.c.name, a.c.used, a.c.created_at, a.c.updated_at)
+        .join(c, c.c.id == a.c.consumer_id)
+        .join(rc, rc.c.id == a.c.resource_class_id)
+        .where(a.c.resource_provider_id == provider.id))
+    result: dict[str, dict] = {}
+    stamps: list = _timestamps(provider)
+    for row in rows:
+        result.setdefault(row.uuid, {})[row.name] = int(row.used)
+        stamps += _timestamps(row)
+    return provider.generation, result, stamps

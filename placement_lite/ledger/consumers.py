@@ -1,0 +1,171 @@
+"""Consumers and the projects, users and consumer types they point at.
+
+A consumer row lives exactly as long as it has allocations: writers create
+it with its first allocation and remove it when its last one goes.
+
+Projects, users and consumer types are keyed by their external names and
+created on first use. Two writers may create the same name at once; the
+loser's insert runs in a savepoint so its transaction survives the unique
+violation and simply reads the winner's row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from sqlalchemy import delete, exists, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from placement_lite.db import tables as t
+from placement_lite.ledger import errors
+
+# Placement's owner for allocations written before 1.8 made project and
+# user mandatory.
+INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
+# How consumers without a type are reported from 1.38.
+UNKNOWN_TYPE = "unknown"
+
+
+@dataclass
+class Consumer:
+    id: int
+    uuid: str
+    project_id: str
+    user_id: str
+    consumer_type: Optional[str]
+    generation: int
+
+
+class ConsumerGenerationConflict(errors.Conflict):
+    """The caller's consumer_generation is stale: re-read and try again.
+
+    Not retryable: another attempt would read the same stored generation.
+    """
+    code = "placement.concurrent_update"
+
+
+def _ensure_named(conn: Connection, table, column, value: str) -> int:
+    found = conn.scalar(select(table.c.id).where(column == value))
+    if found is not None:
+        return found
+    try:
+        with conn.begin_nested():
+            return conn.execute(insert(table).values({column.key: value})
+                                ).inserted_primary_key[0]
+    except IntegrityError:
+        found = conn.scalar(select(table.c.id).where(column == value))
+        if found is None:
+            raise
+        return found
+
+
+def ensure_project(conn: Connection, external_id: str) -> int:
+    return _ensure_named(conn, t.projects, t.projects.c.external_id, external_id)
+
+
+def ensure_user(conn: Connection, external_id: str) -> int:
+    return _ensure_named(conn, t.users, t.users.c.external_id, external_id)
+
+
+def ensure_consumer_type(conn: Connection, name: str) -> int:
+    return _ensure_named(conn, t.consumer_types, t.consumer_types.c.name, name)
+
+
+def _consumer_query():
+    c = t.consumers
+    return (select(c.c.id, c.c.uuid, t.projects.c.external_id.label("project"),
+                   t.users.c.external_id.label("user"),
+                   t.consumer_types.c.name.label("ctype"), c.c.generation)
+            .join(t.projects, t.projects.c.id == c.c.project_id)
+            .join(t.users, t.users.c.id == c.c.user_id)
+            .outerjoin(t.consumer_types,
+                       t.consumer_types.c.id == c.c.consumer_type_id))
+
+
+def get(conn: Connection, uuid: str) -> Optional[Consumer]:
+    row = conn.execute(_consumer_query().where(t.consumers.c.uuid == uuid)).first()
+    if row is None:
+        return None
+    return Consumer(row.id, row.uuid, row.project, row.user, row.ctype,
+                    row.generation)
+
+
+def check_generation(consumer: Optional[Consumer], uuid: str,
+                     expected: Optional[int]) -> None:
+    """The 1.28 contract: null for a new consumer, else the stored value."""
+    actual = consumer.generation if consumer is not None else None
+    if expected == actual:
+        return
+    if actual is None:
+        raise ConsumerGenerationConflict(
+            f"consumer generation conflict for consumer {uuid}: expected "
+            f"{expected} but the consumer does not exist; send "
+            "consumer_generation null to create it.")
+    raise ConsumerGenerationConflict(
+        f"consumer generation conflict for consumer {uuid}: expected "
+        f"{expected} but the current generation is {actual}; re-read the "
+        "consumer's allocations and try again.")
+
+
+def create(conn: Connection, uuid: str, project: str, user: str,
+           consumer_type: Optional[str]) -> Consumer:
+    # Written together with its first allocations, so it starts at the
+    # generation a consumer has after one write.
+    values = {"uuid": uuid, "project_id": ensure_project(conn, project),
+              "user_id": ensure_user(conn, user), "generation": 1,
+              "consumer_type_id": (ensure_consumer_type(conn, consumer_type)
+                                   if consumer_type else None)}
+    try:
+        with conn.begin_nested():
+            new_id = conn.execute(insert(t.consumers).values(values)
+                                  ).inserted_primary_key[0]
+    except IntegrityError:
+        # Another writer created this consumer since we looked: start over
+        # in a fresh transaction, which will see it.
+        raise errors.ConcurrentUpdate(
+            f"consumer {uuid} was created by another request; retrying.")
+    return Consumer(new_id, uuid, project, user, consumer_type, 1)
+
+
+def claim(conn: Connection, consumer: Consumer, project: str, user: str,
+          consumer_type: Optional[str]) -> None:
+    """Bump an existing consumer's generation (taking its row lock) and
+    record its owner and type as given.
+
+    A type of None leaves the stored type alone (writes before 1.38).
+    """
+    values: dict = {"generation": t.consumers.c.generation + 1}
+    if project != consumer.project_id:
+        values["project_id"] = ensure_project(conn, project)
+    if user != consumer.user_id:
+        values["user_id"] = ensure_user(conn, user)
+    if consumer_type is not None and consumer_type != consumer.consumer_type:
+        values["consumer_type_id"] = ensure_consumer_type(conn, consumer_type)
+    result = conn.execute(
+        update(t.consumers)
+        .where(t.consumers.c.id == consumer.id,
+               t.consumers.c.generation == consumer.generation)
+        .values(values))
+    if result.rowcount != 1:
+        raise errors.ConcurrentUpdate(
+            f"consumer {consumer.uuid} was changed by another request; "
+            "retrying.")
+    consumer.generation += 1
+    consumer.project_id, consumer.user_id = project, user
+    if consumer_type is not None:
+        consumer.consumer_type = consumer_type
+
+
+def bump(conn: Connection, consumer: Consumer) -> None:
+    claim(conn, consumer, consumer.project_id, consumer.user_id, None)
+
+
+def delete_if_empty(conn: Connection, consumer_ids: Iterable[int]) -> None:
+    ids = sorted(set(consumer_ids))
+    if not ids:
+        return
+    has_allocations = exists().where(
+        t.allocations.c.consumer_id == t.consumers.c.id)
+    conn.execute(delete(t.consumers).where(
+        t.consumers.c.id.in_(ids), ~has_allocations))

@@ -1,0 +1,198 @@
+"""The ledger's allocation writes, reads and usage sums, on every backend."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import func, select
+
+from placement_lite.db import tables as t
+from placement_lite.ledger import allocations, consumers, errors, usages
+from placement_lite.ledger.allocations import ConsumerWrite
+from tests import factories
+
+
+def _uuid():
+    return str(uuid.uuid4())
+
+
+def _write(db, *writes, checks=()):
+    db.run_write(lambda conn: allocations.replace(conn, list(writes), checks))
+
+
+def _generation(db, rp):
+    with db.read() as conn:
+        return conn.scalar(select(t.resource_providers.c.generation).where(
+            t.resource_providers.c.id == rp["id"]))
+
+
+def test_write_read_and_replace(db):
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=8, MEMORY_MB=1024)
+    consumer = _uuid()
+    _write(db, ConsumerWrite(consumer, "p1", "u1",
+                             {rp["uuid"]: {"VCPU": 2, "MEMORY_MB": 512}}))
+    assert _generation(db, rp) == 1
+    with db.read() as conn:
+        found, allocs, _ = allocations.for_consumer(conn, consumer)
+        assert found.generation == 1 and found.project_id == "p1"
+        assert allocs == {rp["uuid"]: {"generation": 1, "resources": {
+            "VCPU": 2, "MEMORY_MB": 512}}}
+        gen, by_consumer, _ = allocations.for_provider(conn, rp["uuid"])
+        assert by_consumer == {consumer: {"VCPU": 2, "MEMORY_MB": 512}}
+    # Replacing releases the old claim before checking the new one.
+    _write(db, ConsumerWrite(consumer, "p1", "u1", {rp["uuid"]: {"VCPU": 8}},
+                             expected_generation=1))
+    with db.read() as conn:
+        assert usages.for_provider(conn, rp["uuid"])[1] == {
+            "VCPU": 8, "MEMORY_MB": 0}
+        assert consumers.get(conn, consumer).generation == 2
+
+
+def test_stale_consumer_generation_is_refused(db):
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=8)
+    consumer = _uuid()
+    _write(db, ConsumerWrite(consumer, "p", "u", {rp["uuid"]: {"VCPU": 1}},
+                             expected_generation=None))
+    for stale in (None, 0, 5):
+        with pytest.raises(consumers.ConsumerGenerationConflict):
+            _write(db, ConsumerWrite(consumer, "p", "u",
+                                     {rp["uuid"]: {"VCPU": 1}},
+                                     expected_generation=stale))
+    with pytest.raises(consumers.ConsumerGenerationConflict):
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 1}},
+                                 expected_generation=1))
+
+
+@pytest.mark.parametrize("inv, amount, fragment", [
+    ({"total": 4, "max_unit": 8}, 5, "exceed the capacity"),
+    ({"total": 4, "reserved": 2}, 3, "capacity 2 "),
+    ({"total": 4, "min_unit": 2}, 1, "min_unit 2"),
+    ({"total": 8, "max_unit": 2}, 3, "max_unit 2"),
+    ({"total": 8, "step_size": 2}, 3, "step_size 2"),
+])
+def test_capacity_and_constraints(db, inv, amount, fragment):
+    with db.write() as conn:
+        rp = factories.provider(conn)
+        factories.inventory(conn, rp, "VCPU", **inv)
+    with pytest.raises(errors.CapacityExceeded) as caught:
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": amount}}))
+    assert fragment in caught.value.detail
+    assert rp["uuid"] in caught.value.detail and "VCPU" in caught.value.detail
+    with db.read() as conn:
+        assert conn.scalar(select(func.count()).select_from(t.allocations)) == 0
+        assert conn.scalar(select(func.count()).select_from(t.consumers)) == 0
+
+
+def test_allocation_ratio_allows_overcommit(db):
+    with db.write() as conn:
+        rp = factories.provider(conn)
+        factories.inventory(conn, rp, "VCPU", total=4, allocation_ratio=1.5,
+                            max_unit=4)
+    for _ in range(3):
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 2}}))
+    with pytest.raises(errors.CapacityExceeded):
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 1}}))
+
+
+def test_unknown_provider_class_and_missing_inventory(db):
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=8)
+    ghost = _uuid()
+    with pytest.raises(errors.Invalid, match=ghost):
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {ghost: {"VCPU": 1}}))
+    with pytest.raises(errors.Invalid, match="CUSTOM_NOPE"):
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"CUSTOM_NOPE": 1}}))
+    with pytest.raises(errors.CapacityExceeded, match="DISK_GB"):
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"DISK_GB": 1}}))
+
+
+def test_multi_consumer_write_is_all_or_nothing(db):
+    with db.write() as conn:
+        rp1 = factories.provider_with(conn, VCPU=4)
+        rp2 = factories.provider_with(conn, VCPU=1)
+    first, second = _uuid(), _uuid()
+    with pytest.raises(errors.CapacityExceeded):
+        _write(db, ConsumerWrite(first, "p", "u", {rp1["uuid"]: {"VCPU": 2}}),
+               ConsumerWrite(second, "p", "u", {rp2["uuid"]: {"VCPU": 2}}))
+    with db.read() as conn:
+        assert consumers.get(conn, first) is None
+        assert usages.for_provider(conn, rp1["uuid"])[1] == {"VCPU": 0}
+    # Two consumers on one provider are checked together.
+    with pytest.raises(errors.CapacityExceeded):
+        _write(db, ConsumerWrite(first, "p", "u", {rp2["uuid"]: {"VCPU": 1}}),
+               ConsumerWrite(second, "p", "u", {rp2["uuid"]: {"VCPU": 1}}))
+    # A move: the source consumer's claim is released in the same write.
+    _write(db, ConsumerWrite(first, "p", "u", {rp2["uuid"]: {"VCPU": 1}}))
+    _write(db, ConsumerWrite(first, "p", "u", {}),
+           ConsumerWrite(second, "p", "u", {rp2["uuid"]: {"VCPU": 1}}))
+    with db.read() as conn:
+        assert consumers.get(conn, first) is None
+        assert consumers.get(conn, second) is not None
+
+
+def test_empty_write_and_delete_remove_the_consumer(db):
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=8)
+    consumer = _uuid()
+    _write(db, ConsumerWrite(consumer, "p", "u", {rp["uuid"]: {"VCPU": 1}}))
+    _write(db, ConsumerWrite(consumer, "p", "u", {}))
+    with db.read() as conn:
+        assert consumers.get(conn, consumer) is None
+    _write(db, ConsumerWrite(consumer, "p", "u", {rp["uuid"]: {"VCPU": 1}}))
+    before = _generation(db, rp)
+    db.run_write(lambda conn: allocations.delete_for_consumer(conn, consumer))
+    assert _generation(db, rp) == before + 1
+    with db.read() as conn:
+        assert consumers.get(conn, consumer) is None
+    with pytest.raises(errors.NotFound):
+        db.run_write(lambda conn: allocations.delete_for_consumer(conn, consumer))
+
+
+def test_claim_checks_run_inside_the_write_and_can_refuse(db):
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=8)
+    seen = []
+
+    def check(conn, projects):
+        seen.append(set(projects))
+        total = usages.for_project(conn, "p").get("VCPU", 0)
+        if total > 3:
+            raise errors.OverLimit(f"project p would use {total} VCPU")
+
+    _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 3}}),
+           checks=[check])
+    with pytest.raises(errors.OverLimit):
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 1}}),
+               checks=[check])
+    assert seen == [{"p"}, {"p"}]
+    with db.read() as conn:
+        assert usages.for_project(conn, "p") == {"VCPU": 3}
+
+
+def test_project_usage_sums_and_type_breakdown(db):
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=100, MEMORY_MB=10000)
+    plan = [("p", "u1", "INSTANCE", 1), ("p", "u1", "INSTANCE", 2),
+            ("p", "u2", "MIGRATION", 4), ("p", "u2", None, 8),
+            ("other", "u1", "INSTANCE", 16)]
+    for project, user, ctype, vcpu in plan:
+        _write(db, ConsumerWrite(_uuid(), project, user,
+                                 {rp["uuid"]: {"VCPU": vcpu, "MEMORY_MB": 10}},
+                                 consumer_type=ctype))
+    with db.read() as conn:
+        assert usages.for_project(conn, "p") == {"VCPU": 15, "MEMORY_MB": 40}
+        assert usages.for_project(conn, "p", "u1") == {"VCPU": 3, "MEMORY_MB": 20}
+        assert usages.for_project(conn, "nobody") == {}
+        assert usages.for_project_by_type(conn, "p") == {
+            "INSTANCE": {"consumer_count": 2, "VCPU": 3, "MEMORY_MB": 20},
+            "MIGRATION": {"consumer_count": 1, "VCPU": 4, "MEMORY_MB": 10},
+            "unknown": {"consumer_count": 1, "VCPU": 8, "MEMORY_MB": 10}}
+        assert usages.for_project_by_type(conn, "p", consumer_type="all") == {
+            "all": {"consumer_count": 4, "VCPU": 15, "MEMORY_MB": 40}}
+        assert usages.for_project_by_type(conn, "p", "u2", "unknown") == {
+            "unknown": {"consumer_count": 1, "VCPU": 8, "MEMORY_MB": 10}}
+        assert usages.for_project_by_type(conn, "p", consumer_type="MIGRATION") == {
+            "MIGRATION": {"consumer_count": 1, "VCPU": 4, "MEMORY_MB": 10}}
+        assert usages.for_project_by_type(conn, "nobody", consumer_type="all") == {}
