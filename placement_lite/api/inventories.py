@@ -1,0 +1,154 @@
+"""/resource_providers/{uuid}/inventories[/{resource_class}]."""
+from __future__ import annotations
+
+import falcon
+
+from placement_lite.api import render, request
+from placement_lite.api.microversion import VersionedTable, at_least
+from placement_lite.api.schemas import inventories as schema
+from placement_lite.ledger import inventories, providers
+
+# DELETE of the whole collection arrived in 1.5; before it the method is
+# simply not there (405, as Placement answers).
+DELETE_ALL_SINCE = "1.5"
+# From 1.26 reserved may equal total.
+RESERVED_RULE = VersionedTable([("1.0", False), ("1.26", True)])
+
+
+def record(inv: inventories.Inventory) -> dict:
+    return inv.values()
+
+
+def one_body(inv: inventories.Inventory, generation: int) -> dict:
+    body = record(inv)
+    body["resource_provider_generation"] = generation
+    return body
+
+
+def collection_body(invs: dict, generation: int) -> dict:
+    return {"inventories": {name: record(inv) for name, inv in invs.items()},
+            "resource_provider_generation": generation}
+
+
+def _reserved_may_equal_total(req) -> bool:
+    return RESERVED_RULE.at(req.context.microversion)
+
+
+def _method_not_allowed(req, allowed):
+    raise falcon.HTTPMethodNotAllowed(
+        allowed, description=f"{req.method} {req.path} needs microversion "
+        f"{DELETE_ALL_SINCE} or later.")
+
+
+# Writes that carry the client's generation run once: a stale generation
+# stays stale, so retrying it in a new transaction cannot help.
+class Inventories:
+    policies = {"GET": "placement:resource_providers:inventories:list",
+                "POST": "placement:resource_providers:inventories:create",
+                "PUT": "placement:resource_providers:inventories:update",
+                "DELETE": "placement:resource_providers:inventories:delete"}
+
+    def __init__(self, services):
+        self.services = services
+
+    def on_get(self, req, resp, uuid):
+        with self.services.db.read() as conn:
+            provider = providers.get_by_uuid(conn, uuid)
+            invs = inventories.get_inventories(conn, provider)
+        self._send(req, resp, invs, provider.generation, provider)
+
+    def _send(self, req, resp, invs, generation, provider):
+        render.send(resp, collection_body(invs, generation))
+        render.cache_headers(req, resp, [i.modified for i in invs.values()]
+                             or [provider.modified])
+
+    def on_put(self, req, resp, uuid):
+        data = request.json_body(req, schema.REPLACE)
+        relaxed = _reserved_may_equal_total(req)
+
+        def replace(conn):
+            provider = providers.get_by_uuid(conn, uuid)
+            wanted = {name: inventories.make(name, rec)
+                      for name, rec in data["inventories"].items()}
+            for inv in wanted.values():
+                inventories.validate(provider, inv, relaxed)
+            generation = inventories.replace_inventories(
+                conn, provider, wanted, data["resource_provider_generation"])
+            return provider, inventories.get_inventories(conn, provider), generation
+
+        provider, invs, generation = self.services.db.run_write(replace, retries=0)
+        self._send(req, resp, invs, generation, provider)
+
+    def on_post(self, req, resp, uuid):
+        data = request.json_body(req, schema.CREATE_ONE)
+        relaxed = _reserved_may_equal_total(req)
+        name = data["resource_class"]
+
+        def create(conn):
+            provider = providers.get_by_uuid(conn, uuid)
+            inv = inventories.make(name, data)
+            inventories.validate(provider, inv, relaxed)
+            generation = inventories.add_inventory(conn, provider, inv)
+            return inventories.get_inventory(conn, provider, name), generation
+
+        inv, generation = self.services.db.run_write(create, retries=0)
+        resp.location = f"{req.prefix}/resource_providers/{uuid}/inventories/{name}"
+        render.send(resp, one_body(inv, generation), falcon.HTTP_201)
+        render.cache_headers(req, resp, [inv.modified])
+
+    def on_delete(self, req, resp, uuid):
+        if not at_least(req, DELETE_ALL_SINCE):
+            _method_not_allowed(req, ["GET", "POST", "PUT"])
+
+        def remove(conn):
+            provider = providers.get_by_uuid(conn, uuid)
+            inventories.delete_all_inventories(conn, provider)
+
+        self.services.db.run_write(remove)
+        render.no_content(resp)
+
+
+class Inventory:
+    policies = {"GET": "placement:resource_providers:inventories:show",
+                "PUT": "placement:resource_providers:inventories:update",
+                "DELETE": "placement:resource_providers:inventories:delete"}
+
+    def __init__(self, services):
+        self.services = services
+
+    def on_get(self, req, resp, uuid, resource_class):
+        with self.services.db.read() as conn:
+            provider = providers.get_by_uuid(conn, uuid)
+            inv = inventories.get_inventory(conn, provider, resource_class)
+        render.send(resp, one_body(inv, provider.generation))
+        render.cache_headers(req, resp, [inv.modified])
+
+    def on_put(self, req, resp, uuid, resource_class):
+        data = request.json_body(req, schema.UPDATE_ONE)
+        relaxed = _reserved_may_equal_total(req)
+
+        def change(conn):
+            provider = providers.get_by_uuid(conn, uuid)
+            inv = inventories.make(resource_class, data)
+            inventories.validate(provider, inv, relaxed)
+            generation = inventories.update_inventory(
+                conn, provider, inv, data["resource_provider_generation"])
+            return inventories.get_inventory(conn, provider, resource_class), generation
+
+        inv, generation = self.services.db.run_write(change, retries=0)
+        render.send(resp, one_body(inv, generation))
+        render.cache_headers(req, resp, [inv.modified])
+
+    def on_delete(self, req, resp, uuid, resource_class):
+        def remove(conn):
+            provider = providers.get_by_uuid(conn, uuid)
+            inventories.delete_inventory(conn, provider, resource_class)
+
+        self.services.db.run_write(remove)
+        render.no_content(resp)
+
+
+ROUTES = [
+    ("/resource_providers/{uuid}/inventories", Inventories),
+    ("/resource_providers/{uuid}/inventories/{resource_class}", Inventory),
+]

@@ -1,0 +1,147 @@
+"""/resource_providers and /resource_providers/{uuid}."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import falcon
+
+from placement_lite.api import render, request
+from placement_lite.api.microversion import (
+    VersionedTable, at_least, fields_at, v)
+from placement_lite.api.schemas import resource_providers as schema
+from placement_lite.ledger import providers
+
+LINKS = [("self", "", "1.0"), ("inventories", "/inventories", "1.0"),
+         ("usages", "/usages", "1.0"), ("aggregates", "/aggregates", "1.1"),
+         ("traits", "/traits", "1.6"), ("allocations", "/allocations", "1.11")]
+TREE_FIELDS = [("parent_provider_uuid", "1.14"), ("root_provider_uuid", "1.14")]
+
+# POST answers 201 with only a Location header until 1.20, then 200 with
+# the provider in the body.
+CREATE_REPLY = VersionedTable([("1.0", (falcon.HTTP_201, False)),
+                               ("1.20", (falcon.HTTP_200, True))])
+
+
+def provider_url(uuid: str) -> str:
+    return f"/resource_providers/{uuid}"
+
+
+def provider_body(req: falcon.Request, provider: providers.Provider) -> dict:
+    """A provider as the requested microversion shows it."""
+    version = req.context.microversion
+    body: dict[str, Any] = {"uuid": provider.uuid, "name": provider.name,
+                            "generation": provider.generation}
+    tree = {"parent_provider_uuid": provider.parent_uuid,
+            "root_provider_uuid": provider.root_uuid}
+    for name in fields_at(version, TREE_FIELDS):
+        body[name] = tree[name]
+    base = provider_url(provider.uuid)
+    body["links"] = [render.link(rel, base + suffix)
+                     for rel, suffix, since in LINKS if version >= v(since)]
+    return body
+
+
+@dataclass(frozen=True)
+class ProviderFilter:
+    """A GET /resource_providers query parameter beyond name and uuid.
+
+    `ids(conn, value, req)` returns the ids (a collection of ints, or a
+    SQLAlchemy select of one id column, built in the domain layer) of the
+    providers the parameter admits; the list shows the providers every
+    given filter admits. Filters are registered in PROVIDER_FILTERS and are
+    accepted from microversion `since` with the jsonschema `schema`.
+    """
+    name: str
+    since: str
+    schema: dict
+    ids: Callable[[Any, Any, falcon.Request], Any]
+
+
+PROVIDER_FILTERS: list[ProviderFilter] = []
+
+
+def list_query_schema(req: falcon.Request) -> dict:
+    extra = {f.name: f.schema for f in PROVIDER_FILTERS if at_least(req, f.since)}
+    return schema.list_query(extra)
+
+
+class ResourceProviders:
+    policies = {"GET": "placement:resource_providers:list",
+                "POST": "placement:resource_providers:create"}
+
+    def __init__(self, services):
+        self.services = services
+
+    def on_get(self, req, resp):
+        params = request.query(req, list_query_schema(req))
+        with self.services.db.read() as conn:
+            id_filters = [flt.ids(conn, params[flt.name], req)
+                          for flt in PROVIDER_FILTERS if flt.name in params]
+            found = providers.list_providers(
+                conn, id_filters=id_filters, name=params.get("name"),
+                uuid=params.get("uuid"))
+        render.send(resp, {"resource_providers": [
+            provider_body(req, p) for p in found]})
+        render.cache_headers(req, resp, [p.modified for p in found])
+
+    def on_post(self, req, resp):
+        data = request.json_body(req, schema.CREATE.at(req.context.microversion))
+
+        def create(conn):
+            return providers.create_provider(
+                conn, data["name"], data.get("uuid"),
+                data.get("parent_provider_uuid"))
+
+        created = self.services.db.run_write(create)
+        resp.location = req.prefix + provider_url(created.uuid)
+        status, with_body = CREATE_REPLY.at(req.context.microversion)
+        if with_body:
+            render.send(resp, provider_body(req, created), status)
+            render.cache_headers(req, resp, [created.modified])
+        else:
+            resp.status = status
+            resp.content_type = None
+
+
+class ResourceProvider:
+    policies = {"GET": "placement:resource_providers:show",
+                "PUT": "placement:resource_providers:update",
+                "DELETE": "placement:resource_providers:delete"}
+
+    def __init__(self, services):
+        self.services = services
+
+    def on_get(self, req, resp, uuid):
+        with self.services.db.read() as conn:
+            provider = providers.get_by_uuid(conn, uuid)
+        render.send(resp, provider_body(req, provider))
+        render.cache_headers(req, resp, [provider.modified])
+
+    def on_put(self, req, resp, uuid):
+        data = request.json_body(req, schema.UPDATE.at(req.context.microversion))
+        reparent = at_least(req, "1.37")
+
+        def update(conn):
+            provider = providers.get_by_uuid(conn, uuid)
+            return providers.update_provider(
+                conn, provider, data["name"],
+                data.get("parent_provider_uuid", providers.UNSET),
+                allow_reparenting=reparent)
+
+        updated = self.services.db.run_write(update)
+        render.send(resp, provider_body(req, updated))
+        render.cache_headers(req, resp, [updated.modified])
+
+    def on_delete(self, req, resp, uuid):
+        def remove(conn):
+            providers.delete_provider(conn, providers.get_by_uuid(conn, uuid))
+
+        self.services.db.run_write(remove)
+        render.no_content(resp)
+
+
+ROUTES = [
+    ("/resource_providers", ResourceProviders),
+    ("/resource_providers/{uuid}", ResourceProvider),
+]

@@ -1,0 +1,1 @@
+"""jsonschema documents for request bodies and query strings, by microversion."""

@@ -1,0 +1,46 @@
+"""Request schemas for /resource_providers, by microversion."""
+from __future__ import annotations
+
+import copy
+
+from placement_lite.api.microversion import VersionedTable
+
+UUID = {"type": "string", "format": "uuid"}
+NAME = {"type": "string", "minLength": 1, "maxLength": 200}
+PARENT = {"anyOf": [UUID, {"type": "null"}]}
+
+_CREATE_1_0 = {
+    "type": "object",
+    "properties": {"name": NAME, "uuid": UUID},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+_CREATE_1_14 = copy.deepcopy(_CREATE_1_0)
+_CREATE_1_14["properties"]["parent_provider_uuid"] = PARENT
+
+CREATE = VersionedTable([("1.0", _CREATE_1_0), ("1.14", _CREATE_1_14)])
+
+_UPDATE_1_0 = {
+    "type": "object",
+    "properties": {"name": NAME},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+_UPDATE_1_14 = copy.deepcopy(_UPDATE_1_0)
+_UPDATE_1_14["properties"]["parent_provider_uuid"] = PARENT
+
+UPDATE = VersionedTable([("1.0", _UPDATE_1_0), ("1.14", _UPDATE_1_14)])
+
+# The list filters every microversion accepts; filters that arrive at later
+# microversions (member_of, resources, in_tree, required) register their
+# own parameter schema with the list resource (see PROVIDER_FILTERS in
+# api/resource_providers.py).
+LIST_BASE = {"name": {"type": "string"}, "uuid": UUID}
+
+
+def list_query(extra: dict) -> dict:
+    """The list query schema: the base filters plus `extra` ones."""
+    props = dict(LIST_BASE)
+    props.update(extra)
+    return {"type": "object", "properties": props,
+            "additionalProperties": False}

@@ -1,0 +1,259 @@
+"""Inventories: what a provider offers, per resource class.
+
+Every change bumps the provider's generation first (the conditional
+UPDATE, which also takes the row lock) and only then reads usage, so the
+"would this leave allocations over capacity" check sees every allocation
+committed before us.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from placement_lite.db import tables as t
+from placement_lite.ledger import errors, resource_classes
+from placement_lite.ledger.providers import Provider, bump_generation, utcnow
+
+_inv = t.inventories
+MAX_INT = 2147483647
+DEFAULTS = {"reserved": 0, "min_unit": 1, "max_unit": MAX_INT,
+            "step_size": 1, "allocation_ratio": 1.0}
+FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
+          "allocation_ratio")
+
+
+class InventoryNotFound(errors.NotFound):
+    pass
+
+
+@dataclass(frozen=True)
+class Inventory:
+    resource_class: str
+    total: int
+    reserved: int = 0
+    min_unit: int = 1
+    max_unit: int = MAX_INT
+    step_size: int = 1
+    allocation_ratio: float = 1.0
+    created_at: Optional[dt.datetime] = None
+    updated_at: Optional[dt.datetime] = None
+
+    @property
+    def capacity(self) -> float:
+        return (self.total - self.reserved) * self.allocation_ratio
+
+    @property
+    def modified(self) -> Optional[dt.datetime]:
+        return self.updated_at or self.created_at
+
+    def values(self) -> dict:
+        return {name: getattr(self, name) for name in FIELDS}
+
+
+def make(resource_class: str, data: Mapping) -> Inventory:
+    """An Inventory from a request record, with Placement's defaults."""
+    values = dict(DEFAULTS)
+    values.update({k: data[k] for k in FIELDS if k in data})
+    values["allocation_ratio"] = float(values["allocation_ratio"])
+    return Inventory(resource_class=resource_class, **values)
+
+
+def validate(provider: Provider, inv: Inventory,
+             reserved_may_equal_total: bool = True) -> None:
+    """Invalid (400) for an inventory that cannot hold anything sensible.
+
+    Until microversion 1.26 reserved had to stay below total; from 1.26 it
+    may equal total (a provider whose whole inventory is held back).
+    """
+    where = f"'{inv.resource_class}' on resource provider '{provider.uuid}'"
+    if reserved_may_equal_total:
+        if inv.reserved > inv.total:
+            raise errors.Invalid(
+                f"Invalid inventory for {where}. The reserved value "
+                f"({inv.reserved}) is greater than total ({inv.total}).")
+    elif inv.reserved >= inv.total:
+        raise errors.Invalid(
+            f"Invalid inventory for {where}. The reserved value "
+            f"({inv.reserved}) is greater than or equal to total "
+            f"({inv.total}).")
+    if inv.allocation_ratio <= 0:
+        raise errors.Invalid(
+            f"Invalid inventory for {where}. allocation_ratio must be greater "
+            f"than 0, got {inv.allocation_ratio}.")
+    if inv.min_unit > inv.max_unit:
+        raise errors.Invalid(
+            f"Invalid inventory for {where}. min_unit ({inv.min_unit}) must "
+            f"not be greater than max_unit ({inv.max_unit}).")
+
+
+def _row(row, name: str) -> Inventory:
+    return Inventory(resource_class=name, total=row.total,
+                     reserved=row.reserved, min_unit=row.min_unit,
+                     max_unit=row.max_unit, step_size=row.step_size,
+                     allocation_ratio=float(row.allocation_ratio),
+                     created_at=row.created_at, updated_at=row.updated_at)
+
+
+def get_inventories(conn: Connection, provider: Provider) -> dict[str, Inventory]:
+    """resource class name -> Inventory for one provider."""
+    rc = t.resource_classes
+    rows = conn.execute(
+        select(_inv, rc.c.name.label("rc_name"))
+        .join(rc, rc.c.id == _inv.c.resource_class_id)
+        .where(_inv.c.resource_provider_id == provider.id)
+        .order_by(rc.c.name))
+    return {row.rc_name: _row(row, row.rc_name) for row in rows}
+
+
+def get_inventory(conn: Connection, provider: Provider,
+                  resource_class: str) -> Inventory:
+    found = get_inventories(conn, provider).get(resource_class)
+    if found is None:
+        raise InventoryNotFound(
+            f"No inventory of class {resource_class} found for resource "
+            f"provider {provider.uuid}.")
+    return found
+
+
+def _usage(conn: Connection, provider: Provider) -> dict[int, int]:
+    a = t.allocations
+    rows = conn.execute(
+        select(a.c.resource_class_id, func.sum(a.c.used))
+        .where(a.c.resource_provider_id == provider.id)
+        .group_by(a.c.resource_class_id))
+    return {rc_id: int(used) for rc_id, used in rows}
+
+
+def _check_usage(conn: Connection, provider: Provider,
+                 planned: Mapping[int, Optional[Inventory]],
+                 class_names: Mapping[int, str]) -> None:
+    """InventoryInUse unless current allocations fit the planned inventory.
+
+    `planned` maps class id -> the inventory it will have (None: removed).
+    """
+    used = _usage(conn, provider)
+    for rc_id in sorted(planned):
+        inv = planned[rc_id]
+        amount = used.get(rc_id, 0)
+        if not amount:
+            continue
+        name = class_names[rc_id]
+        if inv is None:
+            raise errors.InventoryInUse(
+                f"Inventory for '{name}' on resource provider "
+                f"'{provider.uuid}' in use: {amount} allocated; delete those "
+                "allocations before removing the inventory.")
+        if amount > inv.capacity:
+            raise errors.InventoryInUse(
+                f"Inventory for '{name}' on resource provider "
+                f"'{provider.uuid}' in use: {amount} allocated, but the new "
+                f"capacity would be {_num(inv.capacity)} ((total {inv.total} "
+                f"- reserved {inv.reserved}) * allocation_ratio "
+                f"{inv.allocation_ratio}); free allocations first or keep "
+                "the capacity.")
+
+
+def _num(value: float):
+    return int(value) if float(value).is_integer() else value
+
+
+def _current_ids(conn: Connection, provider: Provider) -> dict[int, int]:
+    """class id -> inventory row id."""
+    return dict(conn.execute(
+        select(_inv.c.resource_class_id, _inv.c.id)
+        .where(_inv.c.resource_provider_id == provider.id)).all())
+
+
+def _write(conn: Connection, provider: Provider,
+           planned: Mapping[int, Optional[Inventory]]) -> None:
+    existing = _current_ids(conn, provider)
+    now = utcnow()
+    gone = [existing[rc] for rc, inv in planned.items()
+            if inv is None and rc in existing]
+    if gone:
+        conn.execute(delete(_inv).where(_inv.c.id.in_(sorted(gone))))
+    for rc_id in sorted(planned):
+        inv = planned[rc_id]
+        if inv is None:
+            continue
+        if rc_id in existing:
+            conn.execute(update(_inv).where(_inv.c.id == existing[rc_id])
+                         .values(updated_at=now, **inv.values()))
+        else:
+            conn.execute(insert(_inv).values(
+                resource_provider_id=provider.id, resource_class_id=rc_id,
+                **inv.values()))
+
+
+def _apply(conn: Connection, provider: Provider,
+           planned_by_name: Mapping[str, Optional[Inventory]],
+           generation: Optional[int], check_usage: bool) -> int:
+    ids = resource_classes.ids_for(conn, planned_by_name)
+    planned = {ids[name]: inv for name, inv in planned_by_name.items()}
+    new_generation = bump_generation(conn, provider, generation)
+    if check_usage:
+        _check_usage(conn, provider, planned, {v: k for k, v in ids.items()})
+    _write(conn, provider, planned)
+    return new_generation
+
+
+def replace_inventories(conn: Connection, provider: Provider,
+                        inventories: Mapping[str, Inventory],
+                        generation: Optional[int],
+                        check_usage: bool = True) -> int:
+    """Make `inventories` (class name -> Inventory) the provider's whole
+    inventory; classes not named are removed. Returns the new generation.
+
+    ConcurrentUpdate (409) if `generation` is stale (None skips the
+    check), Invalid (400) for unknown classes, InventoryInUse (409) when
+    allocations would no longer fit, unless `check_usage` is False (a
+    reshape, which moves the allocations in the same transaction).
+    """
+    planned: dict[str, Optional[Inventory]] = {
+        name: None for name in get_inventories(conn, provider)}
+    planned.update(inventories)
+    return _apply(conn, provider, planned, generation, check_usage)
+
+
+def add_inventory(conn: Connection, provider: Provider, inv: Inventory,
+                  generation: Optional[int] = None) -> int:
+    """Add one class's inventory; 409 if the provider already has it."""
+    resource_classes.ids_for(conn, [inv.resource_class])
+    if inv.resource_class in get_inventories(conn, provider):
+        raise errors.ConcurrentUpdate(
+            f"Update conflict: inventory for {inv.resource_class} on resource "
+            f"provider {provider.uuid} already exists; use PUT to change it.")
+    return _apply(conn, provider, {inv.resource_class: inv}, generation, True)
+
+
+def update_inventory(conn: Connection, provider: Provider, inv: Inventory,
+                     generation: Optional[int]) -> int:
+    """Change one class's existing inventory; Invalid (400) if absent."""
+    resource_classes.ids_for(conn, [inv.resource_class])
+    if inv.resource_class not in get_inventories(conn, provider):
+        raise errors.Invalid(
+            f"No inventory record with resource class for resource provider "
+            f"{provider.uuid}: no inventory of class {inv.resource_class} "
+            "found; create it with POST or PUT the whole inventory.")
+    return _apply(conn, provider, {inv.resource_class: inv}, generation, True)
+
+
+def delete_inventory(conn: Connection, provider: Provider,
+                     resource_class: str,
+                     generation: Optional[int] = None) -> int:
+    """Remove one class's inventory; 404 if absent, 409 while allocated."""
+    if resource_class not in get_inventories(conn, provider):
+        raise InventoryNotFound(
+            f"No inventory of class {resource_class} found for delete on "
+            f"resource provider {provider.uuid}.")
+    return _apply(conn, provider, {resource_class: None}, generation, True)
+
+
+def delete_all_inventories(conn: Connection, provider: Provider,
+                           generation: Optional[int] = None) -> int:
+    """Remove every inventory of the provider; 409 while any is allocated."""
+    return replace_inventories(conn, provider, {}, generation)

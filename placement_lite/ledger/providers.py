@@ -1,0 +1,286 @@
+"""Resource providers: rows, trees and the generation contract.
+
+A provider row points at its tree's root (a root points at itself) and at
+its parent (NULL for a root). Every change to what a provider offers
+(inventory, traits, aggregates, allocations) goes through
+`bump_generation`, the conditional UPDATE that is both the optimistic
+concurrency check and the row lock that serialises writers of one
+provider.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid as uuidlib
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from sqlalchemy import delete, exists, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from placement_lite.db import tables as t
+from placement_lite.ledger import errors
+
+_rp = t.resource_providers
+_root = _rp.alias("root")
+_parent = _rp.alias("parent")
+
+# Sentinel: "the request did not mention a parent" (None means "no parent").
+UNSET = object()
+
+
+@dataclass(frozen=True)
+class Provider:
+    id: int
+    uuid: str
+    name: str
+    generation: int
+    root_id: int
+    parent_id: Optional[int]
+    root_uuid: str
+    parent_uuid: Optional[str]
+    created_at: Optional[dt.datetime] = None
+    updated_at: Optional[dt.datetime] = None
+
+    @property
+    def modified(self) -> Optional[dt.datetime]:
+        return self.updated_at or self.created_at
+
+
+def utcnow() -> dt.datetime:
+    """Naive UTC, as every DateTime column stores it."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def _select():
+    return (
+        select(_rp.c.id, _rp.c.uuid, _rp.c.name, _rp.c.generation,
+               _rp.c.root_provider_id, _rp.c.parent_provider_id,
+               _root.c.uuid.label("root_uuid"),
+               _parent.c.uuid.label("parent_uuid"),
+               _rp.c.created_at, _rp.c.updated_at)
+        .select_from(
+            _rp.join(_root, _root.c.id == _rp.c.root_provider_id)
+            .outerjoin(_parent, _parent.c.id == _rp.c.parent_provider_id)))
+
+
+def _provider(row) -> Provider:
+    return Provider(id=row.id, uuid=row.uuid, name=row.name,
+                    generation=row.generation, root_id=row.root_provider_id,
+                    parent_id=row.parent_provider_id, root_uuid=row.root_uuid,
+                    parent_uuid=row.parent_uuid, created_at=row.created_at,
+                    updated_at=row.updated_at)
+
+
+def find_by_uuid(conn: Connection, uuid: str) -> Optional[Provider]:
+    """The provider with this uuid, or None."""
+    row = conn.execute(_select().where(_rp.c.uuid == uuid)).first()
+    return _provider(row) if row else None
+
+
+def get_by_uuid(conn: Connection, uuid: str) -> Provider:
+    """The provider with this uuid; ResourceProviderNotFound (404) if none."""
+    provider = find_by_uuid(conn, uuid)
+    if provider is None:
+        raise errors.ResourceProviderNotFound(
+            f"No resource provider with uuid {uuid} found.")
+    return provider
+
+
+def get_by_id(conn: Connection, provider_id: int) -> Provider:
+    row = conn.execute(_select().where(_rp.c.id == provider_id)).first()
+    if row is None:
+        raise errors.ResourceProviderNotFound(
+            f"No resource provider with id {provider_id} found.")
+    return _provider(row)
+
+
+def list_providers(conn: Connection, ids=None, name: Optional[str] = None,
+                   uuid: Optional[str] = None,
+                   id_filters: Sequence = ()) -> list[Provider]:
+    """Providers matching every given filter, ordered by id.
+
+    `ids` and each of `id_filters` is a collection of provider ids or a
+    select() of one id column; a provider must be in all of them. None
+    (and an empty `id_filters`) means no restriction.
+    """
+    query = _select().order_by(_rp.c.id)
+    for allowed in ([ids] if ids is not None else []) + list(id_filters):
+        if not hasattr(allowed, "subquery"):
+            allowed = sorted(set(allowed))
+            if not allowed:
+                return []
+        query = query.where(_rp.c.id.in_(allowed))
+    if name is not None:
+        query = query.where(_rp.c.name == name)
+    if uuid is not None:
+        query = query.where(_rp.c.uuid == uuid)
+    return [_provider(row) for row in conn.execute(query)]
+
+
+def bump_generation(conn: Connection, provider: Provider | int,
+                    seen: Optional[int] = None) -> int:
+    """Increment the provider's generation and return the new value.
+
+    With `seen`, only if the generation is still `seen`; otherwise
+    ConcurrentUpdate (409 placement.concurrent_update). Either way the
+    UPDATE takes the provider's row lock, so reads made after this call
+    in the same transaction see every writer that committed before us.
+    """
+    provider_id = provider if isinstance(provider, int) else provider.id
+    stmt = (update(_rp).where(_rp.c.id == provider_id)
+            .values(generation=_rp.c.generation + 1, updated_at=utcnow()))
+    if seen is not None:
+        stmt = stmt.where(_rp.c.generation == seen)
+    if conn.execute(stmt).rowcount != 1:
+        current = conn.execute(select(_rp.c.uuid, _rp.c.generation)
+                               .where(_rp.c.id == provider_id)).first()
+        if current is None:
+            raise errors.ResourceProviderNotFound(
+                f"Resource provider {provider_id} was deleted meanwhile.")
+        raise errors.ConcurrentUpdate(
+            f"resource provider generation conflict: resource provider "
+            f"{current.uuid} is at generation {current.generation}, the "
+            f"request was made against generation {seen}. Re-read the "
+            "provider and retry.")
+    return conn.scalar(select(_rp.c.generation).where(_rp.c.id == provider_id))
+
+
+def _check_unique(conn: Connection, name: str, uuid: Optional[str],
+                  exclude_id: Optional[int] = None) -> None:
+    if uuid is not None:
+        clash = select(_rp.c.id).where(_rp.c.uuid == uuid)
+        if conn.execute(clash).first() is not None:
+            raise errors.Conflict(
+                f"Conflicting resource provider uuid: {uuid} already exists.")
+    clash = select(_rp.c.id).where(_rp.c.name == name)
+    if exclude_id is not None:
+        clash = clash.where(_rp.c.id != exclude_id)
+    if conn.execute(clash).first() is not None:
+        raise errors.DuplicateName(
+            f"Conflicting resource provider name: {name} already exists.")
+
+
+def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
+                    parent_uuid: Optional[str] = None) -> Provider:
+    """Create a provider (a root unless `parent_uuid` is given).
+
+    409 DuplicateName for a taken name, 409 Conflict for a taken uuid,
+    400 Invalid when the parent does not exist.
+    """
+    uuid = uuid or str(uuidlib.uuid4())
+    _check_unique(conn, name, uuid)
+    parent = None
+    if parent_uuid is not None:
+        parent = find_by_uuid(conn, parent_uuid)
+        if parent is None:
+            raise errors.Invalid(
+                f"Unable to create resource provider \"{name}\", {uuid}: "
+                f"parent provider UUID {parent_uuid} does not exist.")
+    try:
+        new_id = conn.execute(insert(_rp).values(
+            uuid=uuid, name=name, generation=0,
+            root_provider_id=parent.root_id if parent else None,
+            parent_provider_id=parent.id if parent else None,
+        )).inserted_primary_key[0]
+    except IntegrityError:
+        # A concurrent creator took the name or uuid after our check.
+        raise errors.DuplicateName(
+            f"Conflicting resource provider {name} ({uuid}) already exists.")
+    if parent is None:
+        conn.execute(update(_rp).where(_rp.c.id == new_id)
+                     .values(root_provider_id=new_id))
+    return get_by_id(conn, new_id)
+
+
+def descendant_ids(conn: Connection, provider: Provider) -> set[int]:
+    """Ids of every provider below `provider` in its tree (not itself)."""
+    rows = conn.execute(select(_rp.c.id, _rp.c.parent_provider_id)
+                        .where(_rp.c.root_provider_id == provider.root_id))
+    children: dict[int, list[int]] = {}
+    for rid, pid in rows:
+        if pid is not None:
+            children.setdefault(pid, []).append(rid)
+    found: set[int] = set()
+    todo = [provider.id]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def update_provider(conn: Connection, provider: Provider, name: str,
+                    parent_uuid=UNSET, allow_reparenting: bool = False) -> Provider:
+    """Rename a provider and, when `parent_uuid` is given, (re)parent it.
+
+    Without `allow_reparenting` (before microversion 1.37) a parent may
+    only be set on a provider that has none. With it, a provider may move
+    under another parent or become a root (parent_uuid None), taking its
+    subtree along. It may never move below itself (400).
+    """
+    _check_unique(conn, name, None, exclude_id=provider.id)
+    values: dict = {"name": name, "updated_at": utcnow()}
+    moved_root: Optional[int] = None
+    if parent_uuid is not UNSET and parent_uuid != provider.parent_uuid:
+        if provider.parent_id is not None and not allow_reparenting:
+            raise errors.Invalid(
+                f"Unable to update resource provider {provider.uuid}: "
+                + ("re-parenting" if parent_uuid is not None else "un-parenting")
+                + " a provider is not currently allowed (it needs "
+                "microversion 1.37).")
+        if parent_uuid is None:
+            values.update(parent_provider_id=None, root_provider_id=provider.id)
+            moved_root = provider.id
+        else:
+            parent = find_by_uuid(conn, parent_uuid)
+            if parent is None:
+                raise errors.Invalid(
+                    f"Unable to update resource provider {provider.uuid}: "
+                    f"parent provider UUID {parent_uuid} does not exist.")
+            if parent.id == provider.id or parent.id in descendant_ids(conn, provider):
+                raise errors.Invalid(
+                    f"Unable to update resource provider {provider.uuid}: "
+                    f"making {parent_uuid} its parent would create a loop in "
+                    "the provider tree, which is not allowed.")
+            values.update(parent_provider_id=parent.id,
+                          root_provider_id=parent.root_id)
+            moved_root = parent.root_id
+    subtree = descendant_ids(conn, provider) if moved_root is not None else set()
+    try:
+        conn.execute(update(_rp).where(_rp.c.id == provider.id).values(**values))
+    except IntegrityError:
+        raise errors.DuplicateName(
+            f"Conflicting resource provider name: {name} already exists.")
+    if subtree:
+        conn.execute(update(_rp).where(_rp.c.id.in_(sorted(subtree)))
+                     .values(root_provider_id=moved_root))
+    return get_by_id(conn, provider.id)
+
+
+def delete_provider(conn: Connection, provider: Provider) -> None:
+    """Delete a provider with its inventory, trait and aggregate links.
+
+    Refused (409) while it has children or allocations.
+    """
+    # Take the row lock first: allocation writers bump this generation
+    # too, so none can slip an allocation in between our check and delete.
+    bump_generation(conn, provider)
+    if conn.execute(select(_rp.c.id)
+                    .where(_rp.c.parent_provider_id == provider.id)
+                    .limit(1)).first() is not None:
+        raise errors.CannotDeleteParent(
+            f"Unable to delete parent resource provider {provider.uuid}: "
+            "it has child resource providers; delete or move them first.")
+    has_allocations = conn.execute(select(exists().where(
+        t.allocations.c.resource_provider_id == provider.id))).scalar()
+    if has_allocations:
+        raise errors.ProviderInUse(
+            f"Unable to delete resource provider {provider.uuid}: resource "
+            "provider has allocations; delete them first.")
+    for table in (t.inventories, t.resource_provider_traits,
+                  t.resource_provider_aggregates):
+        conn.execute(delete(table).where(
+            table.c.resource_provider_id == provider.id))
+    conn.execute(delete(_rp).where(_rp.c.id == provider.id))

@@ -1,0 +1,147 @@
+"""Resource classes: the standard ones (synced at start-up) and CUSTOM_*.
+
+Standard classes keep their os-resource-classes index as id; custom ones
+get ids from CUSTOM_CLASS_MIN_ID up, so the two never collide.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from sqlalchemy import delete, exists, func, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from placement_lite.db import tables as t
+from placement_lite.ledger import errors
+from placement_lite.ledger.providers import utcnow
+
+_rc = t.resource_classes
+
+
+class ResourceClassNotFound(errors.NotFound):
+    pass
+
+
+@dataclass(frozen=True)
+class ResourceClass:
+    id: int
+    name: str
+    created_at: Optional[dt.datetime] = None
+    updated_at: Optional[dt.datetime] = None
+
+    @property
+    def standard(self) -> bool:
+        return self.id < t.CUSTOM_CLASS_MIN_ID
+
+    @property
+    def modified(self) -> Optional[dt.datetime]:
+        return self.updated_at or self.created_at
+
+
+def _row(row) -> ResourceClass:
+    return ResourceClass(row.id, row.name, row.created_at, row.updated_at)
+
+
+def list_classes(conn: Connection) -> list[ResourceClass]:
+    return [_row(r) for r in conn.execute(select(_rc).order_by(_rc.c.id))]
+
+
+def find(conn: Connection, name: str) -> Optional[ResourceClass]:
+    row = conn.execute(select(_rc).where(_rc.c.name == name)).first()
+    return _row(row) if row else None
+
+
+def get(conn: Connection, name: str) -> ResourceClass:
+    """The class named `name`; ResourceClassNotFound (404) if none."""
+    found = find(conn, name)
+    if found is None:
+        raise ResourceClassNotFound(f"No such resource class {name}.")
+    return found
+
+
+def ids_for(conn: Connection, names: Iterable[str]) -> dict[str, int]:
+    """name -> id for every name; Invalid (400) naming any unknown ones."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    found = dict(conn.execute(select(_rc.c.name, _rc.c.id)
+                              .where(_rc.c.name.in_(wanted))).all())
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        raise errors.Invalid(
+            f"Unknown resource class(es): {', '.join(missing)}. Create custom "
+            "classes with PUT /resource_classes/{name} first.")
+    return found
+
+
+def names_for(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    return dict(conn.execute(select(_rc.c.id, _rc.c.name)
+                             .where(_rc.c.id.in_(wanted))).all())
+
+
+def _next_custom_id(conn: Connection) -> int:
+    top = conn.scalar(select(func.max(_rc.c.id))
+                      .where(_rc.c.id >= t.CUSTOM_CLASS_MIN_ID))
+    return t.CUSTOM_CLASS_MIN_ID if top is None else top + 1
+
+
+def _insert(conn: Connection, name: str) -> ResourceClass:
+    try:
+        conn.execute(insert(_rc).values(id=_next_custom_id(conn), name=name))
+    except IntegrityError:
+        # Another writer took the same id (or name) after our read; a new
+        # transaction will see its row and pick the next id.
+        raise errors.ConcurrentUpdate(
+            f"Another request created a resource class while {name} was "
+            "being created; retry.")
+    return get(conn, name)
+
+
+def create(conn: Connection, name: str) -> ResourceClass:
+    """Create a custom class; DuplicateName (409) if it exists."""
+    if find(conn, name) is not None:
+        raise errors.DuplicateName(
+            f"Conflicting resource class already exists: {name}.")
+    return _insert(conn, name)
+
+
+def ensure(conn: Connection, name: str) -> bool:
+    """Create a custom class unless it exists. True if it was created."""
+    if find(conn, name) is not None:
+        return False
+    _insert(conn, name)
+    return True
+
+
+def rename(conn: Connection, name: str, new_name: str) -> ResourceClass:
+    """Rename a custom class (the pre-1.7 PUT)."""
+    current = get(conn, name)
+    if current.standard:
+        raise errors.Invalid(f"Cannot update standard resource class {name}.")
+    if new_name != name and find(conn, new_name) is not None:
+        raise errors.DuplicateName(
+            f"Resource class already exists: {new_name}.")
+    conn.execute(update(_rc).where(_rc.c.id == current.id)
+                 .values(name=new_name, updated_at=utcnow()))
+    return get(conn, new_name)
+
+
+def delete_class(conn: Connection, name: str) -> None:
+    """Delete a custom class; 400 for standard ones, 409 while in use."""
+    current = get(conn, name)
+    if current.standard:
+        raise errors.Invalid(f"Cannot delete standard resource class {name}.")
+    for table, what in ((t.inventories, "inventory"),
+                        (t.allocations, "allocations")):
+        in_use = conn.execute(select(exists().where(
+            table.c.resource_class_id == current.id))).scalar()
+        if in_use:
+            raise errors.Conflict(
+                f"Unable to delete resource class {name}: it is in use by "
+                f"{what}; remove that first.")
+    conn.execute(delete(_rc).where(_rc.c.id == current.id))
