@@ -96,6 +96,10 @@ class AuthMiddleware:
     def process_resource(self, req, resp, resource, params) -> None:
         if resource is None or self._public(req):
             return
+        if not hasattr(resource, "on_" + req.method.lower()):
+            # Falcon answers 405 with an Allow header for a method the
+            # resource lacks; there is nothing to authorise.
+            return
         rule = getattr(resource, "policies", {}).get(req.method)
         if rule is None and req.method == "HEAD":
             rule = getattr(resource, "policies", {}).get("GET")
