@@ -1,0 +1,179 @@
+"""The SQL prefilter: which providers can take part, as Core clauses.
+
+Everything here builds SQLAlchemy Core expressions over a provider id
+column, so the same pieces narrow GET /resource_providers and every
+request group of GET /allocation_candidates in a handful of set-based
+queries (never one query per provider). Names are turned into ids once
+per request; unknown traits and resource classes are a 400, unknown
+aggregates simply match nothing.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from sqlalchemy import (
+    Integer, and_, exists, false, func, literal, select, true)
+from sqlalchemy.engine import Connection
+
+from placement_lite.db import tables as t
+from placement_lite.ledger.errors import Invalid
+
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
+
+def trait_ids(conn: Connection, names: Iterable[str]) -> dict:
+    names = sorted(set(names))
+    if not names:
+        return {}
+    found = dict(conn.execute(
+        select(t.traits.c.name, t.traits.c.id).where(t.traits.c.name.in_(names))
+    ).all())
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise Invalid(f"No such trait(s): {', '.join(missing)}.",
+                      code="placement.query.bad_value")
+    return found
+
+
+def resource_class_ids(conn: Connection, names: Iterable[str],
+                       param: str = "resources") -> dict:
+    names = sorted(set(names))
+    if not names:
+        return {}
+    rc = t.resource_classes
+    found = dict(conn.execute(
+        select(rc.c.name, rc.c.id).where(rc.c.name.in_(names))).all())
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise Invalid(f"Invalid resource class in {param} parameter: No such "
+                      f"resource class {', '.join(missing)}.",
+                      code="placement.query.bad_value")
+    return found
+
+
+def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict:
+    uuids = sorted(set(uuids))
+    if not uuids:
+        return {}
+    agg = t.placement_aggregates
+    return dict(conn.execute(
+        select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(uuids))).all())
+
+
+def _ids(names: Iterable[str], mapping: Mapping[str, int]) -> list:
+    return sorted({mapping[n] for n in names if n in mapping})
+
+
+# -- traits -----------------------------------------------------------------
+
+def has_any_trait(rp_id, ids: Iterable[int]):
+    rpt = t.resource_provider_traits
+    ids = sorted(set(ids))
+    if not ids:
+        return false()
+    return exists().where(rpt.c.resource_provider_id == rp_id,
+                          rpt.c.trait_id.in_(ids))
+
+
+def trait_clauses(rp_id, required: Iterable[Iterable[str]],
+                  forbidden: Iterable[str], ids: Mapping[str, int]) -> list:
+    """The provider has one trait of every any-of set and none forbidden."""
+    clauses = [has_any_trait(rp_id, _ids(any_of, ids)) for any_of in required]
+    bad = _ids(forbidden, ids)
+    if bad:
+        clauses.append(~has_any_trait(rp_id, bad))
+    return clauses
+
+
+# -- aggregates -------------------------------------------------------------
+
+def in_any_aggregate(rp_id, ids: Iterable[int]):
+    rpa = t.resource_provider_aggregates
+    ids = sorted(set(ids))
+    if not ids:
+        return false()
+    return exists().where(rpa.c.resource_provider_id == rp_id,
+                          rpa.c.aggregate_id.in_(ids))
+
+
+def aggregate_clauses(rp_id, member_of: Iterable[Iterable[str]],
+                      forbidden: Iterable[str], ids: Mapping[str, int]) -> list:
+    """The provider itself is in one aggregate of every any-of set and in
+    none of the forbidden ones."""
+    clauses = [in_any_aggregate(rp_id, _ids(any_of, ids)) for any_of in member_of]
+    bad = _ids(forbidden, ids)
+    if bad:
+        clauses.append(~in_any_aggregate(rp_id, bad))
+    return clauses
+
+
+# -- trees ------------------------------------------------------------------
+
+def in_tree_clause(root_id, provider_uuid: str):
+    """root_id (a root_provider_id column) is the root of provider_uuid's tree."""
+    rp = t.resource_providers.alias("tree_member")
+    return root_id.in_(select(rp.c.root_provider_id)
+                       .where(rp.c.uuid == provider_uuid).scalar_subquery())
+
+
+# -- capacity ---------------------------------------------------------------
+
+def used_subquery(inv):
+    """Current usage of the inventory row `inv` (0 when none)."""
+    alloc = t.allocations
+    return func.coalesce(
+        select(func.sum(alloc.c.used))
+        .where(alloc.c.resource_provider_id == inv.c.resource_provider_id,
+               alloc.c.resource_class_id == inv.c.resource_class_id)
+        .scalar_subquery(), 0)
+
+
+def capacity_conditions(inv, amount: int) -> list:
+    """`amount` more of inv's class fits: unit limits, step size and the
+    free capacity (total - reserved) * allocation_ratio - used."""
+    amt = literal(int(amount), Integer)
+    return [
+        inv.c.min_unit <= amt,
+        inv.c.max_unit >= amt,
+        (amt % inv.c.step_size) == 0,
+        (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio
+        >= used_subquery(inv) + amt,
+    ]
+
+
+def has_capacity(rp_id, rc_id: int, amount: int):
+    inv = t.inventories.alias("cap_inv")
+    return exists().where(inv.c.resource_provider_id == rp_id,
+                          inv.c.resource_class_id == rc_id,
+                          *capacity_conditions(inv, amount))
+
+
+def capacity_clauses(rp_id, resources: Mapping[str, int],
+                     rc_ids: Mapping[str, int]) -> list:
+    return [has_capacity(rp_id, rc_ids[name], amount)
+            for name, amount in sorted(resources.items())]
+
+
+# -- the provider list ------------------------------------------------------
+
+def provider_filter_select(conn: Connection, flt):
+    """A select of the ids of providers matching a ProviderListFilter
+    (see request.parse_provider_filters), for GET /resource_providers."""
+    rp = t.resource_providers
+    clauses = []
+    if flt.resources:
+        rc_ids = resource_class_ids(conn, flt.resources)
+        clauses += capacity_clauses(rp.c.id, flt.resources, rc_ids)
+    if flt.required or flt.forbidden:
+        names = set(flt.forbidden).union(*flt.required) if flt.required \
+            else set(flt.forbidden)
+        clauses += trait_clauses(rp.c.id, flt.required, flt.forbidden,
+                                 trait_ids(conn, names))
+    if flt.member_of or flt.forbidden_aggs:
+        uuids = set(flt.forbidden_aggs).union(*flt.member_of) \
+            if flt.member_of else set(flt.forbidden_aggs)
+        clauses += aggregate_clauses(rp.c.id, flt.member_of, flt.forbidden_aggs,
+                                     aggregate_ids(conn, uuids))
+    if flt.in_tree:
+        clauses.append(in_tree_clause(rp.c.root_provider_id, flt.in_tree))
+    return select(rp.c.id).where(and_(*clauses) if clauses else true())

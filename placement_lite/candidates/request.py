@@ -1,0 +1,415 @@
+"""The allocation-candidate query language, parsed into request groups.
+
+Input is the query string as a mapping of name -> list of values (every
+value a parameter was given, in order) and the microversion as a
+(major, minor) tuple. Output is a CandidateRequest: the request groups by
+suffix ('' for the unnumbered group) plus the request-wide parameters.
+Malformed input raises ledger.errors.Invalid (a 400), with the same
+messages whether the parameters came to GET /allocation_candidates or to
+GET /resource_providers, which parse their filters here too.
+"""
+from __future__ import annotations
+
+import re
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional, Sequence
+
+from placement_lite.ledger.errors import Invalid
+
+QUERYPARAM_BAD_VALUE = "placement.query.bad_value"
+QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
+DUPLICATE_QUERYPARAM = "placement.query.duplicate_key"
+
+# Where each part of the language starts: the parser asks Features, never
+# compares version numbers itself.
+FEATURE_VERSIONS = {
+    "dict_requests": (1, 12),
+    "limit": (1, 16),
+    "required": (1, 17),
+    "member_of": (1, 21),
+    "forbidden_traits": (1, 22),
+    "multi_member_of": (1, 24),
+    "granular": (1, 25),
+    "all_resources_in_summaries": (1, 27),
+    "nested": (1, 29),
+    "in_tree": (1, 31),
+    "forbidden_aggregates": (1, 32),
+    "string_suffixes": (1, 33),
+    "mappings": (1, 34),
+    "root_required": (1, 35),
+    "same_subtree": (1, 36),
+    "any_traits": (1, 39),
+}
+
+
+class Features:
+    """Which parts of the language a microversion has, as attributes."""
+
+    def __init__(self, version: Sequence[int]):
+        version = tuple(version)
+        for name, since in FEATURE_VERSIONS.items():
+            setattr(self, name, version >= since)
+
+
+NUMBERED_SUFFIX = r"[1-9][0-9]*"
+STRING_SUFFIX = r"[a-zA-Z0-9_-]{1,64}"
+GROUP_PREFIXES = ("resources", "required", "member_of", "in_tree")
+
+
+def group_key_pattern(string_suffixes: bool) -> re.Pattern:
+    suffix = STRING_SUFFIX if string_suffixes else NUMBERED_SUFFIX
+    return re.compile(r"^(%s)(%s)?$" % ("|".join(GROUP_PREFIXES), suffix))
+
+
+_KEY_NUMBERED = group_key_pattern(False)
+_KEY_STRING = group_key_pattern(True)
+
+
+@dataclass
+class RequestGroup:
+    """One group: resources, traits and aggregates for a provider (numbered)
+    or for a tree plus its sharing providers (unnumbered, suffix '')."""
+    suffix: str = ""
+    resources: dict = field(default_factory=dict)
+    # AND of any-of sets: [{A}, {B, C}] means A and (B or C).
+    required: list = field(default_factory=list)
+    forbidden: set = field(default_factory=set)
+    # AND of any-of sets of aggregate uuids.
+    member_of: list = field(default_factory=list)
+    forbidden_aggs: set = field(default_factory=set)
+    in_tree: Optional[str] = None
+
+    @property
+    def use_same_provider(self) -> bool:
+        return bool(self.suffix)
+
+    def trait_names(self) -> set:
+        names = set(self.forbidden)
+        for any_of in self.required:
+            names |= any_of
+        return names
+
+    def aggregate_uuids(self) -> set:
+        uuids = set(self.forbidden_aggs)
+        for any_of in self.member_of:
+            uuids |= any_of
+        return uuids
+
+
+@dataclass
+class CandidateRequest:
+    groups: dict  # suffix -> RequestGroup, unnumbered first when present
+    limit: Optional[int] = None
+    group_policy: Optional[str] = None
+    root_required: set = field(default_factory=set)
+    root_forbidden: set = field(default_factory=set)
+    same_subtrees: list = field(default_factory=list)
+    nested_aware: bool = True
+
+    def trait_names(self) -> set:
+        names = set(self.root_required) | set(self.root_forbidden)
+        for group in self.groups.values():
+            names |= group.trait_names()
+        return names
+
+    def resource_class_names(self) -> set:
+        names = set()
+        for group in self.groups.values():
+            names |= set(group.resources)
+        return names
+
+    def aggregate_uuids(self) -> set:
+        uuids = set()
+        for group in self.groups.values():
+            uuids |= group.aggregate_uuids()
+        return uuids
+
+
+def _bad(detail: str, code: str = QUERYPARAM_BAD_VALUE) -> Invalid:
+    return Invalid(detail, code=code)
+
+
+def is_uuid(value: str) -> bool:
+    try:
+        uuidlib.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def parse_resources(value: str, key: str = "resources") -> dict:
+    """'VCPU:2,MEMORY_MB:1024' -> {'VCPU': 2, 'MEMORY_MB': 1024}."""
+    form = f"?{key}=VCPU:2,MEMORY_MB:1024"
+    if value.strip() == "":
+        raise _bad(f"Badly formed {key} parameter. Expected {key} query "
+                   f"string parameter in form: {form}. Got: empty string.")
+    result = {}
+    for item in value.split(","):
+        name, sep, amount = item.partition(":")
+        name = name.strip()
+        if not sep or not name or ":" in amount:
+            raise _bad(f"Badly formed {key} parameter. Expected {key} query "
+                       f"string parameter in form: {form}. Got: {item}.")
+        try:
+            number = int(amount)
+        except ValueError:
+            raise _bad(f"Requested resource {name} expected positive integer "
+                       f"amount. Got: {amount}.")
+        if number < 1:
+            raise _bad(f"Requested resource {name} requires amount >= 1. "
+                       f"Got: {number}.")
+        result[name] = number
+    return result
+
+
+def parse_required(values: Sequence[str], key: str, feats: Features):
+    """Values of one `required$S` key -> (list of any-of sets, forbidden set).
+
+    Before 1.39 only the last value counts (as Placement did); from 1.39
+    every value is ANDed and `in:A,B` asks for any of A, B.
+    """
+    if not feats.any_traits:
+        values = list(values)[-1:]
+    required: list = []
+    forbidden: set = set()
+    form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if feats.forbidden_traits \
+        else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
+    for value in values:
+        if feats.any_traits and value.startswith("in:"):
+            names = {n.strip() for n in value[3:].split(",")}
+            if not all(names) or any(n.startswith("!") for n in names):
+                raise _bad(
+                    f"Invalid query string parameters: Expected '{key}' "
+                    "parameter value of the form: in:HW_CPU_X86_VMX,"
+                    f"CUSTOM_MAGIC (forbidden traits cannot be used with "
+                    f"'in:'). Got: {value}")
+            required.append(names)
+            continue
+        names = {n.strip() for n in value.split(",")}
+        if not all(names) or any(
+                n.startswith("!") and (not feats.forbidden_traits or len(n) == 1)
+                for n in names):
+            raise _bad(f"Invalid query string parameters: Expected '{key}' "
+                       f"parameter value of the form: {form}. Got: {value}")
+        for name in sorted(names):
+            if name.startswith("!"):
+                forbidden.add(name[1:])
+            else:
+                required.append({name})
+    return required, forbidden
+
+
+def parse_member_of(values: Sequence[str], key: str, feats: Features):
+    """Values of one `member_of$S` key -> (list of any-of sets, forbidden set)."""
+    if len(values) > 1 and not feats.multi_member_of:
+        raise _bad(f"Multiple {key} parameters are not supported at this "
+                   "microversion; use 1.24 or later.")
+    required: list = []
+    forbidden: set = set()
+    for value in values:
+        negate = feats.forbidden_aggregates and value.startswith("!")
+        body = value[1:] if negate else value
+        if "," in body and not body.startswith("in:"):
+            prefix = "'in:' or '!in:'" if feats.forbidden_aggregates else "'in:'"
+            raise _bad(f"Multiple values for '{key}' must be prefixed with the "
+                       f"{prefix} keyword. Got: {value}")
+        uuids = set(body[3:].split(",")) if body.startswith("in:") else {body}
+        for agg in sorted(uuids):
+            if not is_uuid(agg):
+                raise _bad(f"Invalid query string parameters: Expected '{key}' "
+                           f"parameter to contain valid UUID(s). Got: {agg}")
+        if negate:
+            forbidden |= uuids
+        else:
+            required.append(uuids)
+    return required, forbidden
+
+
+def parse_in_tree(value: str, key: str = "in_tree") -> str:
+    if not is_uuid(value):
+        raise _bad(f"Invalid query string parameters: Expected '{key}' "
+                   f"parameter to be a format of uuid. Got: {value}")
+    return value
+
+
+def _single(params: Mapping[str, Sequence[str]], key: str) -> Optional[str]:
+    values = params.get(key)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise _bad(f"Query parameter {key!r} may be specified only once.",
+                   code=DUPLICATE_QUERYPARAM)
+    return values[0]
+
+
+def _check_conflicts(groups: Mapping[str, RequestGroup]) -> None:
+    conflicts = []
+    for suffix, group in groups.items():
+        for any_of in group.required:
+            if all(name in group.forbidden for name in any_of):
+                conflicts.append(f"required{suffix}: ({', '.join(sorted(any_of))})")
+    if conflicts:
+        raise _bad("Conflicting required and forbidden traits found in the "
+                   f"following traits keys: {', '.join(sorted(conflicts))}")
+
+
+def parse_groups(params: Mapping[str, Sequence[str]], feats: Features) -> dict:
+    """The request groups, keyed by suffix; no cross-group checks."""
+    pattern = _KEY_STRING if feats.string_suffixes else _KEY_NUMBERED
+    groups: dict[str, RequestGroup] = {}
+    for key in params:
+        match = pattern.match(key)
+        if not match:
+            continue
+        prefix, suffix = match.group(1), match.group(2) or ""
+        if suffix and not feats.granular:
+            continue
+        group = groups.setdefault(suffix, RequestGroup(suffix=suffix))
+        values = params[key]
+        if prefix == "resources":
+            value = _single(params, key)
+            group.resources = parse_resources(value, key)
+        elif prefix == "required":
+            group.required, group.forbidden = parse_required(values, key, feats)
+        elif prefix == "member_of":
+            group.member_of, group.forbidden_aggs = parse_member_of(
+                values, key, feats)
+        else:
+            group.in_tree = parse_in_tree(_single(params, key), key)
+    if "" in groups:
+        groups = {"": groups[""], **{k: g for k, g in groups.items() if k}}
+    return groups
+
+
+def _check_orphans(groups: Mapping[str, RequestGroup]) -> None:
+    orphans = [f"required{s}" for s, g in groups.items()
+               if g.required and not g.resources]
+    if orphans:
+        raise _bad("All traits parameters must be associated with resources. "
+                   "Found the following orphaned traits keys: "
+                   + ", ".join(orphans))
+    orphans = [f"member_of{s}" for s, g in groups.items()
+               if not g.resources and (g.member_of or g.forbidden_aggs)]
+    if orphans:
+        raise _bad("All member_of parameters must be associated with "
+                   "resources. Found the following orphaned member_of keys: "
+                   + ", ".join(orphans))
+    if not all(g.resources for g in groups.values()):
+        raise _bad("All request groups must specify resources.")
+    if not groups:
+        raise _bad("At least one request group (`resources` or "
+                   "`resources{$S}`) is required.", QUERYPARAM_MISSING_VALUE)
+
+
+def _check_resourceless(groups: Mapping[str, RequestGroup],
+                        same_subtrees: Iterable[set]) -> None:
+    resourceless = [s for s, g in groups.items() if not g.resources]
+    if len(resourceless) == len(groups):
+        raise _bad("There must be at least one resources or resources[$S] "
+                   "parameter.", QUERYPARAM_MISSING_VALUE)
+    in_subtrees = set().union(*same_subtrees) if same_subtrees else set()
+    bad = [s for s in resourceless if s not in in_subtrees]
+    if bad:
+        raise _bad("Resourceless suffixed group request should be specified "
+                   f"in `same_subtree` query param: bad group(s) - {bad}.")
+    unknown = sorted(s for s in in_subtrees if s not in groups)
+    if unknown:
+        raise _bad("Real suffixes should be specified in `same_subtree`: "
+                   f"{unknown} not found in {list(groups)}.")
+
+
+def parse_candidate_request(params: Mapping[str, Sequence[str]],
+                            version: Sequence[int]) -> CandidateRequest:
+    """GET /allocation_candidates' query string -> CandidateRequest.
+
+    The api layer has already refused parameters the microversion does not
+    know (by jsonschema); this enforces the rules a schema cannot say.
+    """
+    feats = Features(version)
+    groups = parse_groups(params, feats)
+
+    limit = None
+    if feats.limit and params.get("limit"):
+        limit = int(_single(params, "limit"))
+
+    root_required: set = set()
+    root_forbidden: set = set()
+    if feats.root_required and params.get("root_required"):
+        value = _single(params, "root_required")
+        names = {n.strip() for n in value.split(",")}
+        if not all(names) or any(n == "!" for n in names):
+            raise _bad("Invalid query string parameters: Expected "
+                       "'root_required' parameter value of the form: "
+                       f"HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got: {value}")
+        root_required = {n for n in names if not n.startswith("!")}
+        root_forbidden = {n[1:] for n in names if n.startswith("!")}
+        conflicts = root_required & root_forbidden
+        if conflicts:
+            raise _bad("Conflicting required and forbidden traits found in "
+                       f"root_required: {', '.join(sorted(conflicts))}")
+
+    same_subtrees: list = []
+    if feats.same_subtree:
+        for value in params.get("same_subtree", []):
+            suffixes = {s.strip() for s in value.split(",")}
+            if "" in suffixes:
+                raise _bad("Empty string (unsuffixed group) can not be "
+                           "specified in `same_subtree`.")
+            same_subtrees.append(suffixes)
+        _check_resourceless(groups, same_subtrees)
+    else:
+        _check_orphans(groups)
+    if feats.forbidden_traits:
+        _check_conflicts(groups)
+
+    group_policy = _single(params, "group_policy") if feats.granular else None
+    numbered = [s for s in groups if s]
+    if not group_policy and len(numbered) > 1:
+        raise _bad('The "group_policy" parameter is required when specifying '
+                   'more than one "resources{$S}" parameter.',
+                   QUERYPARAM_MISSING_VALUE)
+
+    return CandidateRequest(
+        groups=groups, limit=limit, group_policy=group_policy,
+        root_required=root_required, root_forbidden=root_forbidden,
+        same_subtrees=same_subtrees, nested_aware=feats.nested)
+
+
+@dataclass
+class ProviderListFilter:
+    """GET /resource_providers filters that share the candidates language."""
+    resources: dict = field(default_factory=dict)
+    required: list = field(default_factory=list)
+    forbidden: set = field(default_factory=set)
+    member_of: list = field(default_factory=list)
+    forbidden_aggs: set = field(default_factory=set)
+    in_tree: Optional[str] = None
+
+
+def parse_provider_filters(params: Mapping[str, Sequence[str]],
+                           version: Sequence[int]) -> ProviderListFilter:
+    """resources / required / member_of / in_tree of a provider list.
+
+    Which of them a microversion accepts is the api schema's business;
+    this applies the per-version forms (forbidden `!`, `in:`, repeats).
+    """
+    feats = Features(version)
+    flt = ProviderListFilter()
+    if params.get("resources"):
+        flt.resources = parse_resources(_single(params, "resources"))
+    if params.get("required"):
+        flt.required, flt.forbidden = parse_required(
+            params["required"], "required", feats)
+        conflicts = [n for s in flt.required for n in s
+                     if len(s) == 1 and n in flt.forbidden]
+        if conflicts:
+            raise _bad("Conflicting required and forbidden traits found in "
+                       f"the following traits keys: required: "
+                       f"({', '.join(sorted(conflicts))})")
+    if params.get("member_of"):
+        flt.member_of, flt.forbidden_aggs = parse_member_of(
+            params["member_of"], "member_of", feats)
+    if params.get("in_tree"):
+        flt.in_tree = parse_in_tree(_single(params, "in_tree"))
+    return flt
