@@ -6,8 +6,9 @@ from typing import Optional
 
 import falcon
 
-from placement_lite.api import errors
-from placement_lite.api.auth import AuthMiddleware
+from placement_lite.api import cors, errors
+from placement_lite.api.auth import PUBLIC_PATHS, AuthMiddleware
+from placement_lite.api.metrics import Metrics
 from placement_lite.api.microversion import MicroversionMiddleware
 from placement_lite.api.middleware import (
     AccessLogMiddleware, InputLimitsMiddleware, RequestIdMiddleware)
@@ -19,8 +20,11 @@ from placement_lite.db.engine import Database
 # Each module exports ROUTES = [(uri_template, ResourceClass), ...].
 API_MODULES = [
     "placement_lite.api.root",
+    "placement_lite.api.aggregates",
     "placement_lite.api.inventories",
+    "placement_lite.api.resource_classes",
     "placement_lite.api.resource_providers",
+    "placement_lite.api.traits",
 ]
 
 
@@ -30,17 +34,31 @@ def routes():
         yield from module.ROUTES
 
 
-def create_app(settings: Settings, db: Optional[Database] = None) -> falcon.App:
+# Served without a token when enabled (the version document and the
+# healthcheck are always public: api/auth.py).
+UNAUTHENTICATED_EXTRAS = {"/metrics", "/openapi.json"}
+
+
+def create_app(settings: Settings, db: Optional[Database] = None,
+               worker: Optional[int] = None) -> falcon.App:
     db = db or Database(settings.db, pool_size=settings.db_pool_size,
                         retries=settings.db_retries)
     policy = Policy.from_settings(settings.policy_profile, settings.policy_file)
     services = Services(settings=settings, db=db, policy=policy)
+    metrics = Metrics(worker)
+    metrics.attach(db)
+    services.extras["metrics"] = metrics
+    observers = [metrics.observe_request] if settings.metrics_enabled else []
+    cors_mw = cors.from_settings(settings)
     middleware = [
         RequestIdMiddleware(),
-        AccessLogMiddleware(settings.log_format),
+        AccessLogMiddleware(settings.log_format, observers),
+        *([cors_mw] if cors_mw else []),
         InputLimitsMiddleware(settings.max_body_bytes, settings.max_query_params),
         MicroversionMiddleware(),
-        AuthMiddleware(settings.auth, policy),
+        AuthMiddleware(settings.auth, policy,
+                       public_paths=PUBLIC_PATHS | UNAUTHENTICATED_EXTRAS,
+                       default_token=settings.noauth2_default_token),
     ]
     app = falcon.App(middleware=middleware)
     app.req_options.keep_blank_qs_values = True
@@ -49,4 +67,8 @@ def create_app(settings: Settings, db: Optional[Database] = None) -> falcon.App:
     errors.install(app)
     for template, resource in routes():
         app.add_route(template, resource(services))
+    if settings.metrics_enabled:
+        from placement_lite.api import metrics as metrics_api
+        for template, resource in metrics_api.ROUTES:
+            app.add_route(template, resource(services))
     return app

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
+from placement_lite import logs
 from placement_lite.config import load_settings
 
 
@@ -26,11 +26,36 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--threads", type=int)
     serve.add_argument("--policy-profile", choices=["legacy", "secure-rbac", "open"])
     serve.add_argument("--policy-file")
-    serve.add_argument("--cors-allowed-origin", action="append")
-    serve.add_argument("--cors-allow-headers")
+    serve.add_argument("--cors-allowed-origin", action="append", metavar="ORIGIN",
+                       help="allow cross-origin requests from ORIGIN (repeatable)")
+    serve.add_argument("--cors-allow-headers", metavar="H,...",
+                       help="request headers a cross-origin caller may send")
     serve.add_argument("--log-format", choices=["text", "json"])
     serve.add_argument("--log-level")
-    serve.add_argument("--keystone-config-file")
+    serve.add_argument("--keystone-config-file",
+                       help="ini file with a [keystone_authtoken] section")
+    serve.add_argument("--keystone-authtoken", action="append", metavar="KEY=VALUE",
+                       help="one keystonemiddleware auth_token option (repeatable)")
+    serve.add_argument("--noauth2-default-token", metavar="USER[:PROJECT]",
+                       help="noauth2: the token assumed when a request has none "
+                       "(local testing only)")
+    serve.add_argument("--metrics", action=argparse.BooleanOptionalAction,
+                       default=None, dest="metrics_enabled",
+                       help="serve Prometheus metrics at /metrics (unauthenticated)")
+    serve.add_argument("--max-body-bytes", type=int)
+    serve.add_argument("--max-query-params", type=int)
+    serve.add_argument("--db-pool-size", type=int)
+    serve.add_argument("--db-retries", type=int)
+    serve.add_argument("--shutdown-timeout", type=float,
+                       help="seconds a stopping worker waits for requests in flight")
+    serve.add_argument("--max-allocation-candidates", type=int)
+    serve.add_argument("--randomize-allocation-candidates",
+                       action=argparse.BooleanOptionalAction, default=None)
+    serve.add_argument("--quota-enforce", action=argparse.BooleanOptionalAction,
+                       default=None)
+    serve.add_argument("--quota-model", choices=["flat", "strict_two_level"])
+    serve.add_argument("--quota-unregistered-is-zero",
+                       action=argparse.BooleanOptionalAction, default=None)
 
     db = sub.add_parser("db", help="schema management")
     db_sub = db.add_subparsers(dest="db_command", required=True)
@@ -44,19 +69,27 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     cli = {k: v for k, v in vars(args).items()
            if k not in ("command", "db_command")}
-    if isinstance(cli.get("cors_allow_headers"), str):
-        cli["cors_allow_headers"] = cli["cors_allow_headers"]
+    if cli.get("keystone_authtoken"):
+        pairs = [item.partition("=") for item in cli["keystone_authtoken"]]
+        bad = [key for key, sep, _ in pairs if not sep or not key]
+        if bad:
+            print(f"placement-lite: --keystone-authtoken wants KEY=VALUE, not {bad[0]!r}",
+                  file=sys.stderr)
+            return 2
+        cli["keystone_authtoken"] = {key.strip(): value for key, _, value in pairs}
     try:
         settings = load_settings(cli)
     except (ValueError, OSError) as exc:
         print(f"placement-lite: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logs.configure(settings.log_format, settings.log_level)
     if args.command == "serve":
         from placement_lite.server import serve
-        return serve(settings)
+        try:
+            return serve(settings)
+        except KeyboardInterrupt:
+            # Interrupted before the server was up (e.g. during migration).
+            return 130
     from placement_lite.db import migrate
     from placement_lite.db.engine import Database
     database = Database(settings.db)

@@ -52,6 +52,15 @@ class Settings:
     quota_enforce: bool = False
     quota_model: str = "flat"  # flat | strict_two_level
     quota_unregistered_is_zero: bool = False
+    # Enforcement reads the limits of the first service of this type, in
+    # this region (None: limits registered without a region).
+    quota_service_type: str = "placement"
+    quota_region_id: Optional[str] = None
+    # Extra resource names -> usage source, e.g. {"cores": "class:VCPU"}.
+    quota_resource_usage: Mapping = field(default_factory=dict)
+    # Lets GET/HEAD of the /v3 limits, model and catalog reads through
+    # without a token, for oslo.limit configured with auth_type = none.
+    quota_limits_public_read: bool = False
     keystone_config_file: Optional[str] = None
     lease_policy_filters: tuple = ()
     lease_max_duration_hours: Optional[float] = None
@@ -60,6 +69,14 @@ class Settings:
     lease_token: Optional[str] = None
     db_pool_size: int = 10
     db_retries: int = 10
+    # Seconds a stopping worker waits for requests in flight.
+    shutdown_timeout: float = 30.0
+    # keystonemiddleware auth_token options ([keystone_authtoken] names);
+    # these win over the same names in keystone_config_file.
+    keystone_authtoken: Mapping = field(default_factory=dict)
+    # noauth2 only: the token assumed when a request sends none. Off unless
+    # set; meant for clients that cannot send a token without keystone.
+    noauth2_default_token: Optional[str] = None
 
     @classmethod
     def field_names(cls):

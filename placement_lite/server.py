@@ -1,8 +1,22 @@
-"""Run the WSGI app under waitress."""
+"""Run the WSGI app under waitress: one process, or N supervised workers.
+
+The parent migrates the schema, binds the listening socket, then forks the
+workers; every worker serves the same inherited socket (the kernel hands
+each new connection to one of them) and builds its own app and database
+pool after the fork, so no connection or lock crosses a process boundary
+and any worker can answer any request. The parent only supervises: a
+worker that dies is replaced; SIGTERM or SIGINT makes every worker stop
+accepting, finish the requests in flight and exit.
+"""
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import socket
 import sys
+import time
+from typing import Callable, Optional
 
 from placement_lite.app import create_app
 from placement_lite.config import Settings
@@ -11,6 +25,11 @@ from placement_lite.db.engine import Database
 from placement_lite.ledger import standards
 
 LOG = logging.getLogger(__name__)
+
+# A worker that dies sooner than this after it started counts as a crash
+# loop: the parent backs off before the next start instead of spinning.
+_QUICK_DEATH_SECONDS = 2.0
+_MAX_BACKOFF_SECONDS = 30.0
 
 
 def prepare_database(settings: Settings) -> Database:
@@ -22,25 +41,210 @@ def prepare_database(settings: Settings) -> Database:
     return db
 
 
-def build_wsgi(settings: Settings, db: Database):
-    app = create_app(settings, db)
+def build_wsgi(settings: Settings, db: Optional[Database] = None,
+               worker: Optional[int] = None):
+    """The app, wrapped for the configured auth mode (keystone's auth_token)."""
+    app = create_app(settings, db, worker=worker)
+    if settings.auth == "keystone":
+        from placement_lite.api import keystone
+        return keystone.wrap(app, settings)
     return app
 
 
-def serve(settings: Settings) -> int:
+def open_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
+    """Bind and listen once, in the parent, so every worker shares it."""
+    family, kind, proto, _name, addr = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _where(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"
+
+
+def _drain(server, timeout: float) -> None:
+    """Stop accepting, let requests in flight finish, close idle keep-alives."""
+    from waitress import wasyncore
+
+    server.accepting = False
+    server.del_channel()
+    deadline = time.monotonic() + timeout
+    while server.active_channels and time.monotonic() < deadline:
+        for channel in list(server.active_channels.values()):
+            if (not channel.requests and channel.request is None
+                    and not channel.total_outbufs_len):
+                channel.will_close = True
+        wasyncore.loop(timeout=0.05, map=server._map, count=1)
+    if server.active_channels:
+        LOG.warning("%d connection(s) still open after %.0fs; closing them",
+                    len(server.active_channels), timeout)
+    server.task_dispatcher.shutdown(cancel_pending=True,
+                                    timeout=max(0.0, deadline - time.monotonic()))
+
+
+def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] = None,
+               worker: Optional[int] = None, app=None) -> None:
+    """Serve on `sock` until SIGTERM/SIGINT, then drain."""
     import waitress
 
+    app = app or build_wsgi(settings, db, worker=worker)
+    server = waitress.create_server(
+        app, sockets=[sock], threads=settings.threads, ident="placement-lite",
+        # Bodies a little over the API's limit still get the API's own 413
+        # (InputLimitsMiddleware); far larger ones are refused by waitress
+        # before they are buffered.
+        max_request_body_size=max(4 * settings.max_body_bytes, 8 * 1024 * 1024))
+    from waitress import wasyncore
+
+    stop: list[int] = []
+
+    def on_signal(signum, _frame):
+        # Only note it and wake the loop: raising here could surface inside
+        # a channel's handler, which would swallow it and drop that client.
+        stop.append(signum)
+        server.pull_trigger()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while not stop:
+        wasyncore.loop(timeout=server.adj.asyncore_loop_timeout,
+                       map=server._map, count=1)
+    LOG.info("stopping: finishing requests in flight")
+    _drain(server, settings.shutdown_timeout)
+    closer = getattr(app, "close", None)
+    if callable(closer):
+        closer()
+
+
+class Supervisor:
+    """Forks the workers, replaces the ones that die, stops them all."""
+
+    def __init__(self, settings: Settings, sock: socket.socket,
+                 target: Callable[[Settings, socket.socket, int], None] = None):
+        self.settings = settings
+        self.sock = sock
+        self.target = target or (lambda s, k, i: run_worker(s, k, worker=i))
+        self.children: dict[int, tuple[int, float]] = {}  # pid -> (index, started)
+        self.crashes = [0] * settings.workers
+        self.stopping = False
+
+    def _spawn(self, index: int) -> int:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 0
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                self.target(self.settings, self.sock, index)
+            except BaseException:  # noqa: BLE001 - report, then exit non-zero
+                LOG.exception("worker %d failed", index)
+                code = 1
+            finally:
+                logging.shutdown()
+                # Never return into the parent's code (or its atexit hooks).
+                os._exit(code)
+        self.children[pid] = (index, time.monotonic())
+        LOG.info("worker %d started (pid %d)", index, pid)
+        return pid
+
+    def _on_signal(self, signum, _frame):
+        self.stopping = True
+
+    def _reap(self) -> list[tuple[int, int, float]]:
+        dead = []
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            index, started = self.children.pop(pid, (None, 0.0))
+            if index is None:
+                continue
+            (LOG.info if self.stopping else LOG.warning)(
+                "worker %d (pid %d) exited with %s", index, pid, _describe(status))
+            dead.append((index, status, time.monotonic() - started))
+        return dead
+
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal)
+                    for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for index in range(self.settings.workers):
+                self._spawn(index)
+            restart_at: dict[int, float] = {}
+            while not self.stopping:
+                for index, _status, lived in self._reap():
+                    if lived < _QUICK_DEATH_SECONDS:
+                        self.crashes[index] += 1
+                    else:
+                        self.crashes[index] = 0
+                    delay = min(_MAX_BACKOFF_SECONDS,
+                                0.1 * (2 ** self.crashes[index]) - 0.1)
+                    restart_at[index] = time.monotonic() + delay
+                now = time.monotonic()
+                for index, when in list(restart_at.items()):
+                    if when <= now and not self.stopping:
+                        del restart_at[index]
+                        self._spawn(index)
+                time.sleep(0.1)
+            self._stop_all()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return 0
+
+    def _stop_all(self) -> None:
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + self.settings.shutdown_timeout + 5
+        while self.children and time.monotonic() < deadline:
+            self._reap()
+            time.sleep(0.05)
+        for pid in list(self.children):
+            LOG.warning("worker pid %d did not stop in time; killing it", pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self.children.pop(pid, None)
+
+
+def _describe(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"status {os.WEXITSTATUS(status)}"
+
+
+def serve(settings: Settings) -> int:
     db = prepare_database(settings)
-    app = build_wsgi(settings, db)
+    sock = open_socket(settings.host, settings.port)
     where = db.engine.url.render_as_string(hide_password=True)
-    print(f"placement-lite listening on http://{settings.host}:{settings.port}/ "
-          f"(database: {where})", file=sys.stderr, flush=True)
+    workers = max(1, settings.workers)
+    print(f"placement-lite listening on {_where(sock)} "
+          f"(database: {where}; {workers} worker{'s' if workers > 1 else ''}, "
+          f"{settings.threads} threads each; auth: {settings.auth})",
+          file=sys.stderr, flush=True)
     try:
-        waitress.serve(app, host=settings.host, port=settings.port,
-                       threads=settings.threads, ident="placement-lite",
-                       _quiet=True)
-    except KeyboardInterrupt:
-        pass
-    finally:
+        if workers == 1:
+            run_worker(settings, sock, db)
+            return 0
+        # Pooled connections must not be shared with the forked workers.
         db.dispose()
-    return 0
+        return Supervisor(settings, sock).run()
+    finally:
+        sock.close()
+        db.dispose()

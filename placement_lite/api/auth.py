@@ -45,8 +45,8 @@ def _roles(header: str | None) -> list[str]:
     return [r.strip() for r in (header or "").split(",") if r.strip()]
 
 
-def noauth2_identity(req: falcon.Request) -> Identity:
-    token = req.get_header("X-Auth-Token")
+def noauth2_identity(req: falcon.Request, default_token: str | None = None) -> Identity:
+    token = req.get_header("X-Auth-Token") or default_token
     if not token:
         raise errors.ApiError(falcon.HTTP_401, "This request needs an "
                               "x-auth-token header (noauth2: 'user[:project]').")
@@ -63,7 +63,7 @@ def noauth2_identity(req: falcon.Request) -> Identity:
                     system_scope=req.get_header("OpenStack-System-Scope"))
 
 
-def keystone_identity(req: falcon.Request) -> Identity:
+def keystone_identity(req: falcon.Request, default_token: str | None = None) -> Identity:
     if (req.get_header("X-Identity-Status") or "").lower() != "confirmed":
         raise errors.ApiError(falcon.HTTP_401, "The request you have made "
                               "requires authentication.")
@@ -77,10 +77,13 @@ IDENTIFIERS = {"noauth2": noauth2_identity, "keystone": keystone_identity}
 
 
 class AuthMiddleware:
-    def __init__(self, mode: str, policy: Policy, public_paths=PUBLIC_PATHS):
+    def __init__(self, mode: str, policy: Policy, public_paths=PUBLIC_PATHS,
+                 default_token: str | None = None):
         if mode not in IDENTIFIERS:
             raise ValueError(f"unknown auth mode {mode!r}")
         self.identify = IDENTIFIERS[mode]
+        # noauth2 only (keystone ignores it): the token of a tokenless request.
+        self.default_token = default_token
         self.policy = policy
         self.public_paths = public_paths
 
@@ -91,7 +94,7 @@ class AuthMiddleware:
         req.context.identity = None
         if self._public(req):
             return
-        req.context.identity = self.identify(req)
+        req.context.identity = self.identify(req, self.default_token)
 
     def process_resource(self, req, resp, resource, params) -> None:
         if resource is None or self._public(req):

@@ -23,7 +23,12 @@ class RequestIdMiddleware:
 
 
 class AccessLogMiddleware:
-    """One line per request: method, path, status, ms, request id, version."""
+    """One line per request: method, path, status, ms, request id, version.
+
+    The fields also travel on the record (`record.access`), so a JSON log
+    formatter (placement_lite.logs) writes them as keys; `fmt="json"` makes
+    the message itself a JSON object for handlers without that formatter.
+    """
 
     def __init__(self, fmt: str = "text", observers=()):
         self.json = fmt == "json"
@@ -38,14 +43,16 @@ class AccessLogMiddleware:
         route = getattr(req, "uri_template", None) or "unmatched"
         for observer in self.observers:
             observer(req.method, route, status, ms / 1000.0)
+        fields = {
+            "request_id": getattr(req.context, "request_id", None),
+            "method": req.method, "path": req.path, "status": status,
+            "ms": round(ms, 2), "microversion": version}
         if self.json:
-            LOG.info(json.dumps({
-                "request_id": getattr(req.context, "request_id", None),
-                "method": req.method, "path": req.path, "status": status,
-                "ms": round(ms, 2), "microversion": version}))
+            LOG.info(json.dumps(fields), extra={"access": fields})
         else:
-            LOG.info("%s %s %s %d %.1fms %s", getattr(req.context, "request_id", "-"),
-                     req.method, req.relative_uri, status, ms, version)
+            LOG.info("%s %s %s %d %.1fms %s", fields["request_id"] or "-",
+                     req.method, req.relative_uri, status, ms, version,
+                     extra={"access": fields})
 
 
 class InputLimitsMiddleware:

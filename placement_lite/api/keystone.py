@@ -1,0 +1,84 @@
+"""`--auth keystone`: the app behind keystonemiddleware's auth_token.
+
+auth_token validates the X-Auth-Token against Keystone and sets the
+identity headers (X-Identity-Status, X-User-Id, X-Project-Id, X-Roles...)
+that api/auth.py's keystone_identity reads. Options come from the
+[keystone_authtoken] section of `keystone_config_file` (an ini file, as
+every OpenStack service has) and from `keystone_authtoken` settings, which
+win.
+
+auth_token always runs with delay_auth_decision: it marks a missing or
+bad token as X-Identity-Status: Invalid instead of answering 401 itself,
+so the paths that need no token (/, /healthcheck, /metrics, CORS
+preflights) keep working, and a refusal is the API's own 401 in the usual
+error format, with the WWW-Authenticate header auth_token would have sent.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _options(settings) -> dict[str, Any]:
+    try:
+        from oslo_config import cfg
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RuntimeError(
+            "--auth keystone needs keystonemiddleware: "
+            "pip install 'placement-lite[keystone]'") from exc
+    conf = cfg.ConfigOpts()
+    files = [settings.keystone_config_file] if settings.keystone_config_file else []
+    conf([], project="placement-lite", default_config_files=files)
+    options: dict[str, Any] = {"oslo_config_config": conf,
+                               "log_name": "placement_lite.keystone"}
+    options.update({str(k): str(v) for k, v in
+                    dict(settings.keystone_authtoken or {}).items()})
+    options["delay_auth_decision"] = "true"
+    return options
+
+
+class _Challenge:
+    """Adds WWW-Authenticate to the API's 401s, as auth_token would."""
+
+    def __init__(self, app, header: str | None):
+        self.app = app
+        self.header = header
+
+    def __call__(self, environ, start_response):
+        if not self.header:
+            return self.app(environ, start_response)
+
+        def start(status, headers, exc_info=None):
+            if status.startswith("401") and not any(
+                    k.lower() == "www-authenticate" for k, _ in headers):
+                headers = list(headers) + [("WWW-Authenticate", self.header)]
+            return start_response(status, headers, exc_info)
+        return self.app(environ, start)
+
+
+def _public_uri(conf: Mapping[str, Any]) -> str | None:
+    for name in ("www_authenticate_uri", "auth_uri"):
+        if conf.get(name):
+            return str(conf[name])
+    oslo = conf.get("oslo_config_config")
+    group = getattr(oslo, "keystone_authtoken", None) if oslo is not None else None
+    for name in ("www_authenticate_uri", "auth_uri"):
+        value = getattr(group, name, None) if group is not None else None
+        if value:
+            return str(value)
+    return None
+
+
+def wrap(app, settings, options: Mapping[str, Any] | None = None):
+    """The WSGI app wrapped in auth_token, configured from `settings`."""
+    conf = dict(options) if options is not None else _options(settings)
+    conf["delay_auth_decision"] = "true"
+    oslo = conf.get("oslo_config_config")
+    from keystonemiddleware import auth_token
+
+    challenge = _Challenge(app, None)
+    protocol = auth_token.AuthProtocol(challenge, dict(conf))
+    # auth_token has registered its options on `oslo` by now, so the
+    # public identity endpoint can be read for the challenge header.
+    uri = _public_uri({**conf, "oslo_config_config": oslo})
+    challenge.header = f'Keystone uri="{uri}"' if uri else None
+    return protocol

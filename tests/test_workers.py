@@ -1,0 +1,140 @@
+"""`placement-lite serve --workers N` as an operator runs it."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from tests.backends import backend_id, backend_urls, fresh_url
+from tests.servers import children, command, ready, serve, start, stop, wait_until
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'service.sqlite'}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_workers_share_one_socket_and_are_replaced(sqlite_url):
+    with serve(sqlite_url, "--workers", "2") as srv:
+        pids = wait_until(lambda: (lambda c: c if len(c) == 2 else None)(
+            children(srv.proc.pid)))
+        assert "2 workers" in srv.output and "database: sqlite:///" in srv.output
+        for _ in range(10):
+            status, _h, body = srv.request("GET", "/healthcheck", token=None)
+            assert status == 200 and body["status"] == "ok"
+
+        os.kill(pids[0], signal.SIGKILL)
+        replaced = wait_until(lambda: (lambda c: c if len(c) == 2 and pids[0] not in c
+                                       else None)(children(srv.proc.pid)))
+        assert pids[1] in replaced
+        srv.wait_for_line(r"worker \d \(pid %d\) exited with signal 9" % pids[0])
+        for _ in range(10):
+            assert srv.request("GET", "/", token=None)[0] == 200
+
+        os.kill(srv.proc.pid, signal.SIGTERM)
+        assert srv.proc.wait(timeout=20) == 0
+        assert not [p for p in replaced if _alive(p)]
+        assert "Traceback" not in srv.output
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_stops_cleanly(sqlite_url, workers):
+    with serve(sqlite_url, "--workers", workers) as srv:
+        assert srv.request("GET", "/healthcheck", token=None)[0] == 200
+        # A terminal's Ctrl-C signals the whole foreground process group.
+        os.killpg(srv.proc.pid, signal.SIGINT)
+        assert srv.proc.wait(timeout=20) == 0
+        assert "Traceback" not in srv.output
+        assert "KeyboardInterrupt" not in srv.output
+
+
+def test_environment_configures_serve(sqlite_url):
+    env = {"PLACEMENT_LITE_WORKERS": "2", "PLACEMENT_LITE_THREADS": "3",
+           "PLACEMENT_LITE_METRICS_ENABLED": "true"}
+    with serve(sqlite_url, env=env) as srv:
+        assert "2 workers, 3 threads each" in srv.output
+        assert srv.request("GET", "/metrics", token=None)[0] == 200
+
+
+_SLOW_WORKER = textwrap.dedent("""
+    import sys, time
+    from placement_lite.config import Settings
+    from placement_lite.server import open_socket, run_worker
+
+    def slow(environ, start_response):
+        time.sleep(float(environ["PATH_INFO"].strip("/") or 0))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"finished"]
+
+    sock = open_socket("127.0.0.1", 0)
+    print("listening on http://127.0.0.1:%d/" % sock.getsockname()[1], flush=True)
+    run_worker(Settings(db="sqlite://", shutdown_timeout=10), sock, app=slow)
+    print("drained", flush=True)
+""")
+
+
+def test_sigterm_lets_requests_in_flight_finish():
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_WORKER],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().split(":")[-1].strip("/\n"))
+        base = f"http://127.0.0.1:{port}"
+        idle = urllib.request.urlopen(base + "/0", timeout=5)  # a kept-alive client
+        assert idle.read() == b"finished"
+        result = {}
+
+        def slow_call():
+            with urllib.request.urlopen(base + "/1.5", timeout=10) as resp:
+                result["body"] = resp.read()
+        caller = threading.Thread(target=slow_call)
+        caller.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        caller.join(timeout=10)
+        assert result.get("body") == b"finished"
+        assert proc.wait(timeout=10) == 0
+        # It waited for the slow request, not for the idle connection.
+        assert time.monotonic() - started < 5
+        assert proc.stdout.read().strip() == "drained"
+        with pytest.raises(OSError):
+            urllib.request.urlopen(base + "/0", timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
+def test_two_services_starting_at_once_share_one_schema_upgrade(backend):
+    """Two `serve` started together on an empty database both come up."""
+    with fresh_url(backend) as url:
+        both = [start(url), start(url)]
+        try:
+            for srv in both:
+                ready(srv)
+                status, _h, body = srv.request("GET", "/healthcheck", token=None)
+                assert (status, body["status"]) == (200, "ok"), srv.output
+        finally:
+            for srv in both:
+                stop(srv)
+        out = subprocess.run(command("db", "version", "--db", url),
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0
+        current, head = out.stdout.split(" (head ")
+        assert current.strip() == head.strip(" )\n")
