@@ -1,0 +1,163 @@
+"""The migrations build exactly db/tables.py on every backend, and the
+engine's connection discipline holds (charset, isolation, retries)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Column, Integer, MetaData, Table, select, text, update
+from sqlalchemy.exc import OperationalError
+
+from placement_lite.db import migrate
+from placement_lite.db.engine import Database, RetryableError, is_retryable_db_error
+from placement_lite.db.tables import metadata
+from tests.backends import backend_id, backend_urls, fresh_url
+
+
+@pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
+def test_migrations_from_empty_match_the_table_metadata(backend):
+    with fresh_url(backend) as url:
+        db = Database(url)
+        try:
+            migrate.upgrade(db.engine)
+            migrate.upgrade(db.engine)  # a second run is a no-op
+            assert migrate.current_version(db.engine) == migrate.head_version()
+            with db.engine.connect() as conn:
+                ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+                diff = compare_metadata(ctx, metadata)
+            assert diff == [], "migrations and db/tables.py differ:\n" + "\n".join(
+                map(str, diff))
+        finally:
+            db.dispose()
+
+
+def test_connection_settings(db):
+    with db.read() as conn:
+        if db.backend == "mysql":
+            # MariaDB before 11.1 names it tx_isolation.
+            values = dict(conn.execute(text(
+                "SHOW SESSION VARIABLES LIKE '%%isolation'")).all())
+            assert {v for k, v in values.items() if k.endswith("_isolation")
+                    and k != "innodb_snapshot_isolation"} == {"READ-COMMITTED"}, values
+            charset = conn.execute(text("SELECT @@character_set_client")).scalar()
+            assert charset == "utf8mb4"
+        elif db.backend == "postgresql":
+            isolation = conn.execute(text("SHOW transaction_isolation")).scalar()
+            assert isolation == "read committed"
+        else:
+            assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+            assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+    assert db.engine.pool._pre_ping or db.backend == "sqlite"
+
+
+def test_utf8mb4_round_trip(db):
+    scratch = MetaData()
+    from sqlalchemy import String
+    notes = Table("pl_test_notes", scratch, Column("id", Integer, primary_key=True),
+                  Column("body", String(64)), mysql_charset="utf8mb4")
+    scratch.create_all(db.engine)
+    try:
+        with db.write() as conn:
+            conn.execute(notes.insert(), {"id": 1, "body": "rack \U0001F5A5 z\u00fcrich"})
+        with db.read() as conn:
+            assert conn.scalar(select(notes.c.body)) == "rack \U0001F5A5 z\u00fcrich"
+    finally:
+        scratch.drop_all(db.engine)
+
+
+def test_run_write_retries_a_retryable_error_in_a_new_transaction(db):
+    seen = []
+    db.on_retry.append(seen.append)
+    attempts = []
+
+    def unit(conn):
+        attempts.append(conn)
+        if len(attempts) < 3:
+            raise RetryableError("generation moved")
+        return "done"
+    assert db.run_write(unit) == "done"
+    assert len(attempts) == 3 and len(seen) == 2
+    with pytest.raises(RetryableError):
+        db.run_write(lambda conn: (_ for _ in ()).throw(RetryableError("x")),
+                     retries=1)
+
+
+def test_run_write_does_not_retry_other_errors(db):
+    calls = []
+
+    def unit(conn):
+        calls.append(1)
+        conn.execute(text("SELECT * FROM no_such_table"))
+    with pytest.raises(Exception):
+        db.run_write(unit)
+    assert calls == [1]
+
+
+def test_driver_errors_classified():
+    import pymysql
+    from sqlalchemy.exc import DBAPIError
+
+    import psycopg
+
+    def wrap(orig):
+        base = psycopg.Error if isinstance(orig, psycopg.Error) else pymysql.Error
+        return DBAPIError.instance("UPDATE", {}, orig, base)
+    assert is_retryable_db_error(wrap(pymysql.err.OperationalError(1213, "Deadlock")))
+    assert is_retryable_db_error(wrap(pymysql.err.OperationalError(1205, "Lock wait")))
+    assert not is_retryable_db_error(wrap(pymysql.err.OperationalError(2013, "Lost")))
+    assert not is_retryable_db_error(wrap(pymysql.err.IntegrityError(1062, "Dup")))
+    import psycopg.errors as pge
+    assert is_retryable_db_error(wrap(pge.DeadlockDetected("deadlock")))
+    assert is_retryable_db_error(wrap(pge.SerializationFailure("serialize")))
+    assert not is_retryable_db_error(wrap(pge.UniqueViolation("dup")))
+    import sqlite3
+    locked = OperationalError("BEGIN", {}, sqlite3.OperationalError("database is locked"))
+    assert is_retryable_db_error(locked)
+
+
+def test_a_real_deadlock_is_retried(db):
+    """Two writers lock two rows in opposite orders; the server picks a
+    victim, whose unit of work runs again in a new transaction."""
+    if db.backend == "sqlite":
+        pytest.skip("SQLite writers serialise at BEGIN IMMEDIATE; no deadlock")
+    scratch = MetaData()
+    rows = Table("pl_test_locks", scratch, Column("id", Integer, primary_key=True),
+                 Column("n", Integer, nullable=False))
+    scratch.create_all(db.engine)
+    try:
+        with db.write() as conn:
+            conn.execute(rows.insert(), [{"id": 1, "n": 0}, {"id": 2, "n": 0}])
+        retries = []
+        db.on_retry.append(retries.append)
+        both_hold_one = threading.Barrier(2, timeout=20)
+        errors = []
+
+        def writer(first, second):
+            tries = []
+
+            def unit(conn):
+                tries.append(1)
+                conn.execute(update(rows).where(rows.c.id == first)
+                             .values(n=rows.c.n + 1))
+                if len(tries) == 1:
+                    both_hold_one.wait()
+                conn.execute(update(rows).where(rows.c.id == second)
+                             .values(n=rows.c.n + 1))
+            try:
+                db.run_write(unit)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=writer, args=(1, 2)),
+                   threading.Thread(target=writer, args=(2, 1))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors
+        assert retries, "the deadlock victim was not retried"
+        with db.read() as conn:
+            assert sorted(conn.execute(select(rows.c.n))) == [(2,), (2,)]
+    finally:
+        scratch.drop_all(db.engine)
