@@ -20,6 +20,7 @@ from placement_lite.db.engine import Database
 # Each module exports ROUTES = [(uri_template, ResourceClass), ...].
 API_MODULES = [
     "placement_lite.api.root",
+    "placement_lite.api.allocation_candidates",
     "placement_lite.api.aggregates",
     "placement_lite.api.inventories",
     "placement_lite.api.resource_classes",

@@ -1,0 +1,81 @@
+"""GET /allocation_candidates: parse, search, render for the microversion."""
+from __future__ import annotations
+
+from placement_lite.api import render, request
+from placement_lite.api.microversion import versioned
+from placement_lite.api.schemas import allocation_candidates as schema
+from placement_lite.candidates import engine, summaries
+from placement_lite.candidates.request import Features, parse_candidate_request
+
+
+def _requests_list(result, uuid):
+    """Before 1.12: a list of {resource_provider: {uuid}, resources}."""
+    names = result.class_names
+    return [{"allocations": [
+        {"resource_provider": {"uuid": uuid(rp)},
+         "resources": {names[rc]: n for rc, n in res.items()}}
+        for rp, res in cand.allocations.items()]}
+        for cand in result.candidates]
+
+
+def _requests_dict(result, uuid, with_mappings):
+    names = result.class_names
+    out = []
+    for cand in result.candidates:
+        item = {"allocations": {
+            uuid(rp): {"resources": {names[rc]: n for rc, n in res.items()}}
+            for rp, res in cand.allocations.items()}}
+        if with_mappings:
+            item["mappings"] = {suffix: [uuid(rp) for rp in rps]
+                                for suffix, rps in cand.mappings.items()}
+        out.append(item)
+    return out
+
+
+def _summaries(sums, feats):
+    out = {}
+    for summary in sums.values():
+        body = {"resources": {name: {"capacity": cap, "used": used}
+                              for name, (cap, used) in summary.resources.items()}}
+        if feats.required:
+            body["traits"] = summary.traits
+        if feats.nested:
+            body["parent_provider_uuid"] = summary.parent_uuid
+            body["root_provider_uuid"] = summary.root_uuid
+        out[summary.uuid] = body
+    return out
+
+
+class AllocationCandidates:
+    policies = {"GET": "placement:allocation_candidates:list"}
+
+    def __init__(self, services):
+        self.services = services
+
+    @versioned("1.10")
+    def on_get(self, req, resp):
+        version = req.context.microversion
+        params = {name: value if isinstance(value, list) else [value]
+                  for name, value in req.params.items()}
+        request.validate(params, schema.QUERY.at(version), what="Query string")
+        wanted = parse_candidate_request(params, tuple(version))
+        feats = Features(version)
+        settings = self.services.settings
+        with self.services.db.read() as conn:
+            result = engine.find(conn, wanted, settings.max_allocation_candidates,
+                                 settings.randomize_allocation_candidates)
+            classes = None if feats.all_resources_in_summaries \
+                else wanted.resource_class_names()
+            sums = summaries.summarize(conn, result, wanted.nested_aware,
+                                       classes, with_traits=feats.required)
+        uuid = result.uuids.__getitem__
+        if feats.dict_requests:
+            reqs = _requests_dict(result, uuid, feats.mappings)
+        else:
+            reqs = _requests_list(result, uuid)
+        render.send(resp, {"allocation_requests": reqs,
+                           "provider_summaries": _summaries(sums, feats)})
+        render.cache_headers(req, resp)
+
+
+ROUTES = [("/allocation_candidates", AllocationCandidates)]

@@ -1,0 +1,546 @@
+"""Allocation candidates: prefilter in SQL, assemble trees, combine lazily.
+
+The work is done one slice of provider trees at a time (a range of root
+provider ids, growing geometrically), so a request with a `limit` reads
+and combines only as many trees as it needs:
+
+1. per slice, one query per request group returns the providers that can
+   serve it (capacity, traits, aggregates, tree), with the facts the
+   combination step needs as columns; sharing providers (trait
+   MISC_SHARES_VIA_AGGREGATE) are read once for the whole request;
+2. per tree (the "anchor"), a depth-first search picks one provider per
+   slot (each numbered group is a slot, each class of the unnumbered group
+   is a slot) and yields every combination passing group_policy,
+   merged capacity, the unnumbered group's traits, same_subtree and the
+   pre-1.29 one-provider-per-tree rule, without ever building the product.
+
+The rules are Placement's: the unnumbered group may take each class from
+any provider of the tree or from a sharing provider associated with it by
+aggregate; an aggregate on the root spans the tree for that group only;
+numbered groups are served by one provider each, whose own traits and
+aggregates count.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy.engine import Connection
+
+from placement_lite.candidates import filters
+from placement_lite.candidates.request import CandidateRequest, RequestGroup
+from placement_lite.db import tables as t
+
+RP = t.resource_providers
+FIRST_SPAN = 256
+MAX_SPAN = 1 << 16
+IN_CHUNK = 500
+
+
+@dataclass
+class Candidate:
+    """One answer: provider id -> {class id: amount}, suffix -> provider ids."""
+    allocations: dict
+    mappings: dict
+
+
+@dataclass
+class Slot:
+    suffix: str
+    resources: dict  # class id -> amount
+    numbered: bool
+
+
+@dataclass
+class Lookups:
+    rc_ids: dict
+    trait_ids: dict
+    agg_ids: dict
+    tree_roots: dict  # suffix -> root id of its in_tree (missing: no match)
+
+
+@dataclass
+class Facts:
+    """What the search needs to know about providers, slice by slice."""
+    uuid: dict = field(default_factory=dict)
+    root: dict = field(default_factory=dict)
+    parent: dict = field(default_factory=dict)
+    trait_flags: dict = field(default_factory=dict)  # rp -> tuple of bools
+    agg_ok: dict = field(default_factory=dict)  # rp -> member_of satisfied
+    agg_bad: dict = field(default_factory=dict)  # rp -> in a forbidden agg
+    inventory: dict = field(default_factory=dict)  # (rp, rc) -> (cap, used, max)
+    root_ok: set = field(default_factory=set)
+    root_agg_ok: dict = field(default_factory=dict)
+    root_agg_bad: dict = field(default_factory=dict)
+    # suffix, or ('', class id) for unnumbered slots -> root -> [rp, ...]
+    rows: dict = field(default_factory=dict)
+
+    def add(self, key, rp: int, root: int) -> None:
+        self.rows.setdefault(key, {}).setdefault(root, []).append(rp)
+
+    def providers(self, key) -> set:
+        return {rp for rps in self.rows.get(key, {}).values() for rp in rps}
+
+
+def _chunks(seq, size=IN_CHUNK):
+    seq = list(seq)
+    for i in range(0, len(seq), size):
+        yield seq[i:i + size]
+
+
+class Search:
+    def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups,
+                 max_candidates: int = 0, randomize: bool = False):
+        self.conn = conn
+        self.req = req
+        self.lk = lookups
+        self.max_candidates = max_candidates
+        self.randomize = randomize
+        self.unnumbered: Optional[RequestGroup] = req.groups.get("")
+        self.slots: list[Slot] = []
+        if self.unnumbered is not None:
+            for name, amount in self.unnumbered.resources.items():
+                self.slots.append(Slot("", {lookups.rc_ids[name]: amount}, False))
+        for suffix, group in req.groups.items():
+            if suffix:
+                self.slots.append(Slot(suffix, {
+                    lookups.rc_ids[n]: a for n, a in group.resources.items()}, True))
+        counts: dict = {}
+        for slot in self.slots:
+            for rc in slot.resources:
+                counts[rc] = counts.get(rc, 0) + 1
+        self.multi_rcs = {rc for rc, n in counts.items() if n > 1}
+        self.unnumbered_slots = [i for i, s in enumerate(self.slots) if not s.numbered]
+        self.isolate = req.group_policy == "isolate" and sum(
+            1 for s in self.slots if s.numbered) > 1
+        self.need_root_facts = bool(
+            req.root_required or req.root_forbidden or (
+                self.unnumbered is not None and (
+                    self.unnumbered.member_of or self.unnumbered.forbidden_aggs)))
+        self.need_parents = bool(req.same_subtrees)
+        self.sharing: dict = {}  # anchor root -> set of sharing provider ids
+        self.shared = Facts()
+        self.shared_by_key: dict = {}
+        self.facts_now = Facts()
+
+    # -- SQL ----------------------------------------------------------------
+
+    def _unnumbered_select(self, where):
+        g = self.unnumbered
+        lk = self.lk
+        cols = [RP.c.id, RP.c.root_provider_id, RP.c.uuid, RP.c.parent_provider_id]
+        has = [(rc, filters.has_capacity(RP.c.id, rc, amount))
+               for slot in self.slots if not slot.numbered
+               for rc, amount in slot.resources.items()]
+        cols += [case((clause, 1), else_=0) for _rc, clause in has]
+        cols += [case((filters.has_any_trait(
+            RP.c.id, [lk.trait_ids[n] for n in any_of]), 1), else_=0)
+            for any_of in g.required]
+        if g.member_of:
+            cols.append(case((and_(*filters.aggregate_clauses(
+                RP.c.id, g.member_of, (), lk.agg_ids)), 1), else_=0))
+        if g.forbidden_aggs:
+            cols.append(case((filters.in_any_aggregate(RP.c.id, [
+                lk.agg_ids[u] for u in g.forbidden_aggs if u in lk.agg_ids]),
+                1), else_=0))
+        conds = [where, or_(*[clause for _rc, clause in has])]
+        conds += filters.trait_clauses(RP.c.id, (), g.forbidden, lk.trait_ids)
+        if g.in_tree:
+            conds.append(RP.c.root_provider_id == self.lk.tree_roots[""])
+        return select(*cols).where(*conds).order_by(RP.c.id), [rc for rc, _ in has]
+
+    def _numbered_select(self, group: RequestGroup, where):
+        lk = self.lk
+        conds = [where]
+        conds += filters.capacity_clauses(RP.c.id, group.resources, lk.rc_ids)
+        conds += filters.trait_clauses(RP.c.id, group.required, group.forbidden,
+                                       lk.trait_ids)
+        conds += filters.aggregate_clauses(RP.c.id, group.member_of,
+                                           group.forbidden_aggs, lk.agg_ids)
+        if group.in_tree:
+            conds.append(RP.c.root_provider_id == lk.tree_roots[group.suffix])
+        return select(RP.c.id, RP.c.root_provider_id, RP.c.uuid,
+                      RP.c.parent_provider_id).where(*conds).order_by(RP.c.id)
+
+    def _read_rows(self, where, facts: Facts) -> None:
+        g = self.unnumbered
+        if g is not None:
+            query, rc_order = self._unnumbered_select(where)
+            nflags = len(g.required)
+            for row in self.conn.execute(query):
+                rp, root = row[0], row[1]
+                facts.uuid[rp] = row[2]
+                facts.root[rp] = root
+                facts.parent[rp] = row[3]
+                pos = 4
+                for rc in rc_order:
+                    if row[pos]:
+                        facts.add(("", rc), rp, root)
+                    pos += 1
+                facts.trait_flags[rp] = tuple(bool(x) for x in row[pos:pos + nflags])
+                pos += nflags
+                if g.member_of:
+                    facts.agg_ok[rp] = bool(row[pos])
+                    pos += 1
+                if g.forbidden_aggs:
+                    facts.agg_bad[rp] = bool(row[pos])
+        for suffix, group in self.req.groups.items():
+            if not suffix:
+                continue
+            facts.rows.setdefault(suffix, {})
+            for rp, root, uuid, parent in self.conn.execute(
+                    self._numbered_select(group, where)):
+                facts.uuid[rp] = uuid
+                facts.root[rp] = root
+                facts.parent[rp] = parent
+                facts.add(suffix, rp, root)
+
+    def _read_inventory(self, where, facts: Facts) -> None:
+        if not self.multi_rcs:
+            return
+        inv = t.inventories
+        query = (select(inv.c.resource_provider_id, inv.c.resource_class_id,
+                        inv.c.total, inv.c.reserved, inv.c.allocation_ratio,
+                        inv.c.max_unit, filters.used_subquery(inv))
+                 .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
+                 .where(where, inv.c.resource_class_id.in_(sorted(self.multi_rcs))))
+        for rp, rc, total, reserved, ratio, max_unit, used in self.conn.execute(query):
+            facts.inventory[(rp, rc)] = (
+                int((total - reserved) * ratio), int(used or 0), max_unit)
+
+    def _read_roots(self, lo: int, hi: int, facts: Facts) -> None:
+        """Anchor facts: root_required, and the unnumbered group's aggregates
+        on roots (which span their trees)."""
+        lk = self.lk
+        g = self.unnumbered
+        cols = [RP.c.id]
+        conds = [RP.c.id.between(lo, hi), RP.c.id == RP.c.root_provider_id]
+        required = [{n} for n in self.req.root_required]
+        conds += filters.trait_clauses(RP.c.id, required, self.req.root_forbidden,
+                                       lk.trait_ids)
+        if g is not None and g.member_of:
+            cols.append(case((and_(*filters.aggregate_clauses(
+                RP.c.id, g.member_of, (), lk.agg_ids)), 1), else_=0))
+        if g is not None and g.forbidden_aggs:
+            cols.append(case((filters.in_any_aggregate(RP.c.id, [
+                lk.agg_ids[u] for u in g.forbidden_aggs if u in lk.agg_ids]),
+                1), else_=0))
+        for row in self.conn.execute(select(*cols).where(*conds)):
+            rp = row[0]
+            facts.root_ok.add(rp)
+            pos = 1
+            if g is not None and g.member_of:
+                facts.root_agg_ok[rp] = bool(row[pos])
+                pos += 1
+            if g is not None and g.forbidden_aggs:
+                facts.root_agg_bad[rp] = bool(row[pos])
+
+    def _read_parents(self, where_roots, facts: Facts) -> None:
+        for rp, parent in self.conn.execute(
+                select(RP.c.id, RP.c.parent_provider_id).where(where_roots)):
+            facts.parent[rp] = parent
+
+    def _read_sharing(self) -> None:
+        """Sharing providers able to serve some slot, and the trees
+        (anchors) each of them serves: its own, and those of every provider
+        sharing one of its aggregates."""
+        rpt = t.resource_provider_traits
+        share_id = self.conn.execute(select(t.traits.c.id).where(
+            t.traits.c.name == filters.SHARING_TRAIT)).scalar()
+        if share_id is None:
+            return
+        ids = list(self.conn.scalars(
+            select(rpt.c.resource_provider_id).where(rpt.c.trait_id == share_id)))
+        if not ids:
+            return
+        facts = self.shared
+        for part in _chunks(ids):
+            self._read_rows(RP.c.id.in_(part), facts)
+        self.shared_by_key = {key: facts.providers(key) for key in facts.rows}
+        eligible = set().union(*self.shared_by_key.values()) \
+            if self.shared_by_key else set()
+        if not eligible:
+            return
+        for part in _chunks(sorted(eligible)):
+            self._read_inventory(RP.c.id.in_(part), facts)
+        rpa = t.resource_provider_aggregates
+        other = rpa.alias("other")
+        member = RP.alias("member")
+        for part in _chunks(sorted(eligible)):
+            query = (select(rpa.c.resource_provider_id, member.c.root_provider_id)
+                     .select_from(rpa.join(other, other.c.aggregate_id == rpa.c.aggregate_id)
+                                  .join(member, member.c.id == other.c.resource_provider_id))
+                     .where(rpa.c.resource_provider_id.in_(part)).distinct())
+            for ss, anchor in self.conn.execute(query):
+                self.sharing.setdefault(anchor, set()).add(ss)
+        for ss in eligible:
+            self.sharing.setdefault(facts.root[ss], set()).add(ss)
+        if self.need_parents:
+            roots = sorted({facts.root[ss] for ss in eligible})
+            for part in _chunks(roots):
+                self._read_parents(RP.c.root_provider_id.in_(part), facts)
+
+    # -- the search ---------------------------------------------------------
+
+    def _options(self, anchor: int, facts: Facts) -> Optional[list]:
+        """Per slot, the providers that may serve it in anchor's tree."""
+        shared = self.shared
+        sharers = self.sharing.get(anchor, ())
+        g = self.unnumbered
+        root_agg_ok = facts.root_agg_ok
+        root_agg_bad = facts.root_agg_bad
+        out = []
+        for slot in self.slots:
+            key = slot.suffix if slot.numbered else ("", next(iter(slot.resources)))
+            opts = list(facts.rows.get(key, {}).get(anchor, ()))
+            if sharers and not (not slot.numbered and g.in_tree):
+                eligible = self.shared_by_key.get(key, ())
+                opts += [ss for ss in sorted(sharers)
+                         if ss in eligible and ss not in opts]
+            if not slot.numbered and (g.member_of or g.forbidden_aggs):
+                kept = []
+                for rp in opts:
+                    if g.member_of and not (
+                            self._fact(facts, "agg_ok", rp)
+                            or root_agg_ok.get(anchor, False)):
+                        continue
+                    if g.forbidden_aggs and (
+                            self._fact(facts, "agg_bad", rp)
+                            or root_agg_bad.get(anchor, False)):
+                        continue
+                    kept.append(rp)
+                opts = kept
+            if not opts:
+                return None
+            out.append(opts)
+        return out
+
+    def _fact(self, facts: Facts, name: str, rp: int):
+        value = getattr(facts, name).get(rp)
+        if value is None:
+            value = getattr(self.shared, name).get(rp)
+        return value
+
+    def _inventory(self, facts: Facts, key):
+        return facts.inventory.get(key) or self.shared.inventory.get(key)
+
+    def _traits_ok(self, rps) -> bool:
+        g = self.unnumbered
+        if not g.required:
+            return True
+        have = [False] * len(g.required)
+        for rp in rps:
+            flags = self.facts_now.trait_flags.get(rp) or self.shared.trait_flags.get(rp)
+            for i, flag in enumerate(flags or ()):
+                if flag:
+                    have[i] = True
+        return all(have)
+
+    def _parent(self, rp):
+        if rp in self.facts_now.parent:
+            return self.facts_now.parent[rp]
+        return self.shared.parent.get(rp)
+
+    def _ancestors(self, rp) -> set:
+        seen = {rp}
+        while True:
+            rp = self._parent(rp)
+            if rp is None or rp in seen:
+                return seen
+            seen.add(rp)
+
+    def _same_subtree_ok(self, chosen) -> bool:
+        for subtree in self.req.same_subtrees:
+            rps = {chosen[i] for i, s in enumerate(self.slots) if s.suffix in subtree}
+            if len(rps) <= 1:
+                continue
+            common = set.intersection(*(self._ancestors(rp) for rp in rps))
+            if not common & rps:
+                return False
+        return True
+
+    def _root_of(self, rp):
+        return self.facts_now.root.get(rp) or self.shared.root.get(rp)
+
+    def _one_per_tree_ok(self, chosen) -> bool:
+        roots: dict = {}
+        for i, slot in enumerate(self.slots):
+            if not slot.resources:
+                continue
+            rp = chosen[i]
+            root = self._root_of(rp)
+            if roots.setdefault(root, rp) != rp:
+                return False
+        return True
+
+    def _combine(self, options: list) -> Iterator[tuple]:
+        slots = self.slots
+        n = len(slots)
+        chosen = [0] * n
+        amounts: dict = {}
+        in_use: dict = {}
+        last_unnumbered = self.unnumbered_slots[-1] if self.unnumbered_slots else -1
+        facts = self.facts_now
+
+        def fits(rp, slot):
+            added = []
+            for rc, amount in slot.resources.items():
+                if rc not in self.multi_rcs:
+                    continue
+                key = (rp, rc)
+                before = amounts.get(key, 0)
+                total = before + amount
+                if before:
+                    inv = self._inventory(facts, key)
+                    if inv is None or inv[1] + total > inv[0] or total > inv[2]:
+                        for k, a in added:
+                            amounts[k] -= a
+                        return None
+                amounts[key] = total
+                added.append((key, amount))
+            return added
+
+        def walk(i):
+            if i == n:
+                yield tuple(chosen)
+                return
+            slot = slots[i]
+            for rp in options[i]:
+                if self.isolate and slot.numbered and in_use.get(rp):
+                    continue
+                added = fits(rp, slot)
+                if added is None:
+                    continue
+                chosen[i] = rp
+                if i == last_unnumbered and not self._traits_ok(
+                        [chosen[j] for j in self.unnumbered_slots]):
+                    for k, a in added:
+                        amounts[k] -= a
+                    continue
+                if slot.numbered:
+                    in_use[rp] = in_use.get(rp, 0) + 1
+                yield from walk(i + 1)
+                if slot.numbered:
+                    in_use[rp] -= 1
+                for k, a in added:
+                    amounts[k] -= a
+
+        yield from walk(0)
+
+    def _spans(self) -> Iterator[tuple]:
+        lo_hi = self.conn.execute(select(func.min(RP.c.id), func.max(RP.c.id))).one()
+        if lo_hi[0] is None:
+            return
+        lo, top = lo_hi
+        span = FIRST_SPAN
+        if self.req.limit and not self.randomize:
+            span = max(FIRST_SPAN, 8 * self.req.limit)
+        while lo <= top:
+            hi = min(lo + span - 1, top)
+            yield lo, hi
+            lo = hi + 1
+            span = min(span * 2, MAX_SPAN)
+
+    def candidates(self) -> Iterator[Candidate]:
+        self._read_sharing()
+        seen = set()
+        for lo, hi in self._spans():
+            facts = Facts()
+            self.facts_now = facts
+            where = RP.c.root_provider_id.between(lo, hi)
+            self._read_rows(where, facts)
+            anchors = set()
+            for rows in facts.rows.values():
+                anchors.update(rows)
+            anchors.update(a for a in self.sharing if lo <= a <= hi)
+            if not anchors:
+                continue
+            self._read_inventory(where, facts)
+            if self.need_root_facts:
+                self._read_roots(lo, hi, facts)
+                anchors &= facts.root_ok
+            if self.need_parents:
+                self._read_parents(where, facts)
+            for anchor in sorted(anchors):
+                options = self._options(anchor, facts)
+                if options is None:
+                    continue
+                for chosen in self._combine(options):
+                    if chosen in seen:
+                        continue
+                    if self.req.same_subtrees and not self._same_subtree_ok(chosen):
+                        continue
+                    if not self.req.nested_aware and not self._one_per_tree_ok(chosen):
+                        continue
+                    seen.add(chosen)
+                    yield self._candidate(chosen)
+
+    def _candidate(self, chosen) -> Candidate:
+        allocations: dict = {}
+        mappings: dict = {}
+        for slot, rp in zip(self.slots, chosen):
+            if slot.resources:
+                res = allocations.setdefault(rp, {})
+                for rc, amount in slot.resources.items():
+                    res[rc] = res.get(rc, 0) + amount
+            mapped = mappings.setdefault(slot.suffix, [])
+            if rp not in mapped:
+                mapped.append(rp)
+        return Candidate(allocations, mappings)
+
+    def uuid_of(self, rp: int) -> str:
+        return self.facts_now.uuid.get(rp) or self.shared.uuid[rp]
+
+
+def resolve(conn: Connection, req: CandidateRequest) -> Optional[Lookups]:
+    """Names -> ids. Unknown classes/traits are a 400; an in_tree naming no
+    provider means no candidates (None)."""
+    rc_ids = filters.resource_class_ids(conn, req.resource_class_names())
+    trait_ids = filters.trait_ids(conn, req.trait_names())
+    agg_ids = filters.aggregate_ids(conn, req.aggregate_uuids())
+    tree_roots = {}
+    for suffix, group in req.groups.items():
+        if group.in_tree:
+            root = conn.execute(select(RP.c.root_provider_id).where(
+                RP.c.uuid == group.in_tree)).scalar()
+            if root is None:
+                return None
+            tree_roots[suffix] = root
+    return Lookups(rc_ids, trait_ids, agg_ids, tree_roots)
+
+
+@dataclass
+class Result:
+    candidates: list  # of Candidate, provider ids
+    uuids: dict  # provider id -> uuid for every provider in candidates
+    roots: dict  # provider id -> root id
+    class_names: dict = field(default_factory=dict)  # class id -> name
+
+
+def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
+         randomize: bool = False) -> Result:
+    """The candidates for a parsed request, bounded by `limit` and by
+    max_candidates (<= 0: unbounded); a random sample when randomize."""
+    lookups = resolve(conn, req)
+    if lookups is None:
+        return Result([], {}, {})
+    search = Search(conn, req, lookups, max_candidates, randomize)
+    bound = max_candidates if max_candidates and max_candidates > 0 else None
+    if req.limit and not randomize:
+        bound = min(bound, req.limit) if bound else req.limit
+    found: list = []
+    uuids: dict = {}
+    roots: dict = {}
+    for cand in search.candidates():
+        found.append(cand)
+        for rp in {rp for rps in cand.mappings.values() for rp in rps}:
+            uuids[rp] = search.uuid_of(rp)
+            roots[rp] = search._root_of(rp)
+        if bound and len(found) >= bound:
+            break
+    if randomize and req.limit and len(found) > req.limit:
+        found = random.sample(found, req.limit)
+    names = {rc: name for name, rc in lookups.rc_ids.items()}
+    return Result(found, uuids, roots, names)
