@@ -70,3 +70,40 @@ class SecureRBACFixture(APIFixture):
 
 class OpenPolicyFixture(APIFixture):
     settings_overrides = {"policy_profile": "open"}
+
+
+class AllocatedProviderFixture(APIFixture):
+    """RP_UUID ('allocated') with VCPU 8, DISK_GB 100 and CUSTOM_MAGIC 10,
+    of which CONSUMER_UUID uses VCPU 4, DISK_GB 20 and CUSTOM_MAGIC 2.
+
+    The rows are written directly so the provider-side checks (inventory
+    in use, provider in use, class in use) are tested on their own.
+    """
+
+    def prepare(self, db):
+        from sqlalchemy import insert
+
+        from placement_lite.db import tables as t
+        from placement_lite.ledger import inventories, providers, resource_classes
+
+        with db.write() as conn:
+            resource_classes.create(conn, "CUSTOM_MAGIC")
+            rp = providers.create_provider(conn, "allocated", os.environ["RP_UUID"])
+            inventories.replace_inventories(conn, rp, {
+                "VCPU": inventories.make("VCPU", {"total": 8}),
+                "DISK_GB": inventories.make("DISK_GB", {"total": 100}),
+                "CUSTOM_MAGIC": inventories.make("CUSTOM_MAGIC", {"total": 10}),
+            }, generation=0)
+            project = conn.execute(insert(t.projects).values(
+                external_id=os.environ["PROJECT_ID"])).inserted_primary_key[0]
+            user = conn.execute(insert(t.users).values(
+                external_id=os.environ["USER_ID"])).inserted_primary_key[0]
+            consumer = conn.execute(insert(t.consumers).values(
+                uuid=os.environ["CONSUMER_UUID"], project_id=project,
+                user_id=user, generation=1)).inserted_primary_key[0]
+            ids = resource_classes.ids_for(conn, ["VCPU", "DISK_GB", "CUSTOM_MAGIC"])
+            conn.execute(insert(t.allocations), [
+                {"resource_provider_id": rp.id, "consumer_id": consumer,
+                 "resource_class_id": ids[name], "used": used}
+                for name, used in (("VCPU", 4), ("DISK_GB", 20),
+                                   ("CUSTOM_MAGIC", 2))])
