@@ -7,15 +7,17 @@ from typing import Optional
 import falcon
 
 from placement_lite.api import cors, errors
-from placement_lite.api.auth import PUBLIC_PATHS, AuthMiddleware
+from placement_lite.api.auth import PUBLIC_PATHS
 from placement_lite.api.metrics import Metrics
 from placement_lite.api.microversion import MicroversionMiddleware
 from placement_lite.api.middleware import (
     AccessLogMiddleware, InputLimitsMiddleware, RequestIdMiddleware)
+from placement_lite.api import quota
 from placement_lite.api.policy import Policy
 from placement_lite.api.services import Services
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database
+from placement_lite.quota import enforce
 
 # Each module exports ROUTES = [(uri_template, ResourceClass), ...].
 API_MODULES = [
@@ -26,6 +28,10 @@ API_MODULES = [
     "placement_lite.api.resource_classes",
     "placement_lite.api.resource_providers",
     "placement_lite.api.traits",
+    "placement_lite.api.catalog",
+    "placement_lite.api.limits",
+    "placement_lite.api.projects",
+    "placement_lite.api.quota",
 ]
 
 
@@ -46,6 +52,9 @@ def create_app(settings: Settings, db: Optional[Database] = None,
                         retries=settings.db_retries)
     policy = Policy.from_settings(settings.policy_profile, settings.policy_file)
     services = Services(settings=settings, db=db, policy=policy)
+    quota_check = enforce.claim_check(settings)
+    if quota_check is not None:
+        services.claim_checks.append(quota_check)
     metrics = Metrics(worker)
     metrics.attach(db)
     services.extras["metrics"] = metrics
@@ -57,7 +66,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         *([cors_mw] if cors_mw else []),
         InputLimitsMiddleware(settings.max_body_bytes, settings.max_query_params),
         MicroversionMiddleware(),
-        AuthMiddleware(settings.auth, policy,
+        quota.auth_class(settings)(settings.auth, policy,
                        public_paths=PUBLIC_PATHS | UNAUTHENTICATED_EXTRAS,
                        default_token=settings.noauth2_default_token),
     ]

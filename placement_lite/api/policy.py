@@ -68,6 +68,26 @@ register("placement:resource_providers:usages")
 register("placement:usages", PROJECT_READER)
 register("placement:reshaper:reshape", "rule:service_api", admin_only=True)
 
+# Quota: limit definitions, the model and the catalog are readable by any
+# project reader or member; limits by the project they belong to; every
+# write is the admin's.
+QUOTA_READER = "rule:admin_or_service_api or role:reader or role:member"
+for _name in ("registered_limits:list", "registered_limits:show", "model:show",
+              "catalog:read"):
+    register(f"placement:limits:{_name}", QUOTA_READER)
+register("placement:limits:limits:list", PROJECT_READER)
+register("placement:limits:limits:show")
+register("placement:limits:projects:list")
+register("placement:limits:projects:show", PROJECT_READER)
+for _name in ("registered_limits:create", "registered_limits:update",
+              "registered_limits:delete", "limits:create", "limits:update",
+              "limits:delete", "projects:create", "projects:update",
+              "projects:delete", "catalog:write"):
+    register(f"placement:limits:{_name}", "rule:admin_api", admin_only=True)
+register("placement:quota:check")
+register("placement:lease:check")
+register("placement:lease:ledger", PROJECT_READER)
+
 
 class PolicyError(ValueError):
     pass

@@ -1,0 +1,197 @@
+"""Unified limits under /v3, in Keystone's identity v3 shapes.
+
+GET /v3                                   version document (public)
+GET, POST /v3/registered_limits           list / batch create (201)
+GET, PATCH, DELETE /v3/registered_limits/{registered_limit_id}
+GET, POST /v3/limits                      list / batch create (201)
+GET, PATCH, DELETE /v3/limits/{limit_id}
+GET, HEAD /v3/limits/model                the enforcement model
+"""
+from __future__ import annotations
+
+import falcon
+
+from placement_lite.api import render, request
+from placement_lite.api.schemas import limits as schema
+from placement_lite.quota import limits as lim
+from placement_lite.quota import models
+
+RULES = {
+    family: {action: f"placement:limits:{family}:{action}"
+             for action in ("list", "show", "create", "update", "delete")}
+    for family in ("registered_limits", "limits")
+}
+MODEL_RULE = "placement:limits:model:show"
+
+IDENTITY_VERSION = "v3.14"
+
+
+def base_url(req: falcon.Request) -> str:
+    return req.prefix.rstrip("/") + "/v3"
+
+
+def collection_links(req: falcon.Request) -> dict:
+    return {"self": req.prefix.rstrip("/") + req.relative_uri,
+            "previous": None, "next": None}
+
+
+def render_registered(req, row: dict) -> dict:
+    return {
+        "id": row["id"],
+        "service_id": row["service_id"],
+        "region_id": row["region_id"],
+        "resource_name": row["resource_name"],
+        "default_limit": row["default_limit"],
+        "description": row["description"],
+        "links": {"self": f"{base_url(req)}/registered_limits/{row['id']}"},
+    }
+
+
+def render_limit(req, row: dict) -> dict:
+    is_domain = bool(row["owner_is_domain"])
+    return {
+        "id": row["id"],
+        "project_id": None if is_domain else row["owner_external_id"],
+        "domain_id": row["owner_external_id"] if is_domain else None,
+        "service_id": row["service_id"],
+        "region_id": row["region_id"],
+        "resource_name": row["resource_name"],
+        "resource_limit": row["resource_limit"],
+        "description": row["description"],
+        "links": {"self": f"{base_url(req)}/limits/{row['id']}"},
+    }
+
+
+class Resource:
+    def __init__(self, services):
+        self.services = services
+        self.db = services.db
+        self.settings = services.settings
+
+    @property
+    def model(self) -> models.Model:
+        return models.get_model(self.settings.quota_model)
+
+
+class IdentityVersion(Resource):
+    """Enough of Keystone's version document for clients to discover v3."""
+    policies: dict = {}
+
+    def on_get(self, req, resp):
+        render.send(resp, {"version": {
+            "id": IDENTITY_VERSION,
+            "status": "stable",
+            "updated": "2020-04-07T00:00:00Z",
+            "links": [{"rel": "self", "href": base_url(req) + "/"}],
+            "media-types": [{"base": "application/json",
+                             "type": "application/vnd.openstack.identity-v3+json"}],
+        }})
+
+    on_head = on_get
+
+
+class RegisteredLimits(Resource):
+    policies = {"GET": RULES["registered_limits"]["list"],
+                "POST": RULES["registered_limits"]["create"]}
+
+    def on_get(self, req, resp):
+        query = request.query(req, schema.REGISTERED_LIMITS_QUERY)
+        with self.db.read() as conn:
+            rows = lim.list_registered(conn, **query)
+        render.send(resp, {"registered_limits": [render_registered(req, r)
+                                                 for r in rows],
+                           "links": collection_links(req)})
+
+    def on_post(self, req, resp):
+        body = request.json_body(req, schema.REGISTERED_LIMITS_CREATE)
+        rows = self.db.run_write(
+            lambda conn: lim.create_registered(conn, body["registered_limits"]))
+        render.send(resp, {"registered_limits": [render_registered(req, r)
+                                                 for r in rows]},
+                    falcon.HTTP_201)
+
+
+class RegisteredLimit(Resource):
+    policies = {"GET": RULES["registered_limits"]["show"],
+                "PATCH": RULES["registered_limits"]["update"],
+                "DELETE": RULES["registered_limits"]["delete"]}
+
+    def on_get(self, req, resp, registered_limit_id):
+        with self.db.read() as conn:
+            row = lim.get_registered(conn, registered_limit_id)
+        render.send(resp, {"registered_limit": render_registered(req, row)})
+
+    def on_patch(self, req, resp, registered_limit_id):
+        body = request.json_body(req, schema.REGISTERED_LIMIT_UPDATE)
+        row = self.db.run_write(lambda conn: lim.update_registered(
+            conn, registered_limit_id, body["registered_limit"]))
+        render.send(resp, {"registered_limit": render_registered(req, row)})
+
+    def on_delete(self, req, resp, registered_limit_id):
+        self.db.run_write(
+            lambda conn: lim.delete_registered(conn, registered_limit_id))
+        render.no_content(resp)
+
+
+class Limits(Resource):
+    policies = {"GET": RULES["limits"]["list"],
+                "POST": RULES["limits"]["create"]}
+
+    def on_get(self, req, resp):
+        query = request.query(req, schema.LIMITS_QUERY)
+        with self.db.read() as conn:
+            rows = lim.list_limits(conn, **query)
+        render.send(resp, {"limits": [render_limit(req, r) for r in rows],
+                           "links": collection_links(req)})
+
+    def on_post(self, req, resp):
+        body = request.json_body(req, schema.LIMITS_CREATE)
+        model = self.model
+        rows = self.db.run_write(
+            lambda conn: lim.create_limits(conn, body["limits"], model))
+        render.send(resp, {"limits": [render_limit(req, r) for r in rows]},
+                    falcon.HTTP_201)
+
+
+class Limit(Resource):
+    policies = {"GET": RULES["limits"]["show"],
+                "PATCH": RULES["limits"]["update"],
+                "DELETE": RULES["limits"]["delete"]}
+
+    def on_get(self, req, resp, limit_id):
+        with self.db.read() as conn:
+            row = lim.get_limit(conn, limit_id)
+        render.send(resp, {"limit": render_limit(req, row)})
+
+    def on_patch(self, req, resp, limit_id):
+        body = request.json_body(req, schema.LIMIT_UPDATE)
+        model = self.model
+        row = self.db.run_write(
+            lambda conn: lim.update_limit(conn, limit_id, body["limit"], model))
+        render.send(resp, {"limit": render_limit(req, row)})
+
+    def on_delete(self, req, resp, limit_id):
+        self.db.run_write(lambda conn: lim.delete_limit(conn, limit_id))
+        render.no_content(resp)
+
+
+class LimitModel(Resource):
+    policies = {"GET": MODEL_RULE}
+
+    def on_get(self, req, resp):
+        model = self.model
+        render.send(resp, {"model": {"name": model.name,
+                                     "description": model.description}})
+
+    on_head = on_get
+
+
+ROUTES = [
+    ("/v3", IdentityVersion),
+    ("/v3/", IdentityVersion),
+    ("/v3/registered_limits", RegisteredLimits),
+    ("/v3/registered_limits/{registered_limit_id}", RegisteredLimit),
+    ("/v3/limits", Limits),
+    ("/v3/limits/model", LimitModel),
+    ("/v3/limits/{limit_id}", Limit),
+]

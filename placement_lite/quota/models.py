@@ -1,0 +1,257 @@
+"""Enforcement models: flat and strict_two_level.
+
+A model answers two questions:
+- at limit-write time, is this set of limits consistent with the tree?
+  (validate_limits)
+- at claim time, is a project (and its tree) within its limits, with the
+  given deltas added? (over_limits)
+
+Limits are integers where -1 means unlimited, in every comparison here.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from placement_lite.db import tables as t
+from placement_lite.quota import limits as lim
+from placement_lite.quota import projects, usage
+
+
+@dataclass
+class Context:
+    """What enforcement reads besides the database: the settings' part."""
+    service_type: str = "placement"
+    region_id: Optional[str] = None
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    unregistered_is_zero: bool = False
+
+
+@dataclass
+class Over:
+    resource_name: str
+    limit: int
+    current_usage: float
+    delta: float
+    project_id: str
+    # True when the whole tree's usage, not the project's own, is over.
+    tree: bool = False
+
+    def as_dict(self) -> dict:
+        def num(x):
+            return int(x) if float(x).is_integer() else round(x, 6)
+        return {"resource_name": self.resource_name, "limit": self.limit,
+                "current_usage": num(self.current_usage),
+                "delta": num(self.delta), "project_id": self.project_id,
+                "scope": "tree" if self.tree else "project"}
+
+
+class Target:
+    """A project a check is about: its row (None if never seen), its tree."""
+
+    def __init__(self, external_id: str, project: Optional[projects.Project],
+                 root_id: Optional[int], tree: list[int],
+                 root_external_id: Optional[str] = None):
+        self.external_id = external_id
+        self.project = project
+        self.root_id = root_id
+        self.tree = tree
+        self.root_external_id = root_external_id or external_id
+
+    @property
+    def id(self) -> Optional[int]:
+        return self.project.id if self.project else None
+
+
+class Model(abc.ABC):
+    name = ""
+    description = ""
+    max_depth: Optional[int] = None
+    uses_tree = False
+
+    def validate_limits(self, conn: Connection, rows: list[dict]) -> None:
+        """Raise lim.InvalidLimit if the stored limits break the model."""
+
+    # Claim time -------------------------------------------------------------
+
+    def targets(self, conn: Connection, external_ids) -> list[Target]:
+        out = []
+        for ext in sorted(set(external_ids)):
+            project = projects.find(conn, ext)
+            if project is None:
+                out.append(Target(ext, None, None, []))
+                continue
+            root = (projects.root_of(conn, project.id) if self.uses_tree
+                    else project.id)
+            tree = (projects.descendants(conn, root) if self.uses_tree
+                    else [project.id])
+            root_ext = (projects.by_ids(conn, [root])[root].external_id
+                        if root != project.id else ext)
+            out.append(Target(ext, project, root, tree, root_ext))
+        return out
+
+    def over_limits(self, conn: Connection, ctx: Context, targets: list[Target],
+                    deltas: Optional[Mapping[str, float]] = None) -> list[Over]:
+        scope = lim.resolve_scope(conn, ctx.service_type, ctx.region_id)
+        if scope is None and not ctx.unregistered_is_zero:
+            return []
+        service_id, rkey = scope if scope else (None, "")
+        all_ids = {pid for tg in targets for pid in tg.tree}
+        if deltas is not None:
+            names = set(deltas)
+        else:
+            names = set()
+            if service_id is not None:
+                names |= set(lim.registered_defaults(conn, service_id, rkey))
+                names |= {n for (_o, n) in lim.explicit_limits(
+                    conn, service_id, rkey, all_ids)}
+            if ctx.unregistered_is_zero:
+                names |= usage.names_in_use(conn, all_ids)
+            names = {n for n in names if usage.source(n, ctx.aliases)}
+        if not names:
+            return []
+        defaults = (lim.registered_defaults(conn, service_id, rkey, names)
+                    if service_id else {})
+        explicit = (lim.explicit_limits(conn, service_id, rkey, all_ids, names)
+                    if service_id else {})
+        used = usage.usage(conn, all_ids, names, ctx.aliases)
+        over: list[Over] = []
+        for target in targets:
+            for name in sorted(names):
+                delta = (deltas or {}).get(name, 0)
+                over.extend(self._check(target, name, delta, defaults,
+                                        explicit, used.get(name, {}), ctx))
+        return over
+
+    @staticmethod
+    def _default(name, defaults, ctx) -> Optional[int]:
+        if name in defaults:
+            return defaults[name]
+        return 0 if ctx.unregistered_is_zero else None
+
+    def _own(self, pid, name, defaults, explicit, ctx) -> Optional[int]:
+        if pid is not None and (pid, name) in explicit:
+            return explicit[(pid, name)]
+        return self._default(name, defaults, ctx)
+
+    @abc.abstractmethod
+    def _check(self, target, name, delta, defaults, explicit, used, ctx
+               ) -> list[Over]:
+        """The Over entries for one project and resource."""
+
+
+def _over(value: float, limit: Optional[int]) -> bool:
+    return not lim.is_unlimited(limit) and value > limit
+
+
+class Flat(Model):
+    name = "flat"
+    description = ("Limits apply to each project on its own: a project's "
+                   "usage may not exceed its limit, or the registered default "
+                   "when it has none. The project hierarchy is not considered.")
+
+    def _check(self, target, name, delta, defaults, explicit, used, ctx):
+        limit = self._own(target.id, name, defaults, explicit, ctx)
+        current = used.get(target.id, 0) if target.id is not None else 0
+        if _over(current + delta, limit):
+            return [Over(name, limit, current, delta, target.external_id)]
+        return []
+
+
+class StrictTwoLevel(Model):
+    name = "strict_two_level"
+    description = ("Project trees are at most two levels deep. A child's limit "
+                   "never exceeds its parent's (a child at the default is "
+                   "capped at its parent's limit); the children's limits may "
+                   "add up to more than the parent's, but the usage of the "
+                   "whole tree never exceeds the top-level project's limit.")
+    max_depth = 2
+    uses_tree = True
+
+    def _check(self, target, name, delta, defaults, explicit, used, ctx):
+        own = self._own(target.id, name, defaults, explicit, ctx)
+        if target.project is None or target.root_id == target.id:
+            root_limit = own
+            limit = own
+        else:
+            root_limit = self._own(target.root_id, name, defaults, explicit, ctx)
+            limit = lim.min_limit(own, root_limit)
+        current = used.get(target.id, 0) if target.id is not None else 0
+        found = []
+        if _over(current + delta, limit):
+            found.append(Over(name, limit, current, delta, target.external_id))
+        if target.project is not None:
+            tree_used = sum(used.get(pid, 0) for pid in target.tree)
+            # A root with no usage below it was already judged above.
+            if _over(tree_used + delta, root_limit) and (
+                    target.root_id != target.id or tree_used != current):
+                found.append(Over(name, root_limit, tree_used, delta,
+                                  target.root_external_id, tree=True))
+        return found
+
+    def validate_limits(self, conn: Connection, rows: list[dict]) -> None:
+        for row in rows:
+            self._validate_one(conn, row)
+
+    def _validate_one(self, conn: Connection, row: dict) -> None:
+        service_id, rkey, name = (row["service_id"], row["region_key"],
+                                  row["resource_name"])
+        default = lim.registered_defaults(conn, service_id, rkey, [name]).get(name)
+        owner = projects.by_ids(conn, [row["owner_id"]])[row["owner_id"]]
+        value = row["resource_limit"]
+
+        def explicit(owner_ids):
+            return {o: v for (o, _n), v in lim.explicit_limits(
+                conn, service_id, rkey, owner_ids, [name]).items()}
+
+        def describe(p):
+            return f"{'domain' if p.is_domain else 'project'} {p.external_id}"
+
+        # Upwards: the owner's parent (a project, else the domain when the
+        # domain has a limit of its own).
+        parent = None
+        parent_limit = None
+        if not owner.is_domain and owner.parent_id is not None:
+            parent = projects.by_ids(conn, [owner.parent_id])[owner.parent_id]
+            parent_limit = explicit([parent.id]).get(parent.id, default)
+        elif not owner.is_domain and owner.domain_id is not None:
+            found = explicit([owner.domain_id])
+            if owner.domain_id in found:
+                parent = projects.by_ids(conn, [owner.domain_id])[owner.domain_id]
+                parent_limit = found[owner.domain_id]
+        if parent is not None and lim.exceeds(value, parent_limit):
+            raise lim.InvalidLimit(
+                f"Invalid resource limit: {describe(owner)} would have a limit "
+                f"of {value} for {name}, above its parent {describe(parent)}'s "
+                f"limit of {parent_limit}. Raise the parent's limit first or "
+                "choose a lower value (-1, unlimited, is above any limit).")
+        # Downwards: children with limits of their own.
+        if owner.is_domain:
+            child_ids = list(conn.scalars(select(t.projects.c.id).where(
+                t.projects.c.domain_id == owner.id,
+                t.projects.c.parent_id.is_(None))))
+        else:
+            child_ids = projects.children(conn, owner.id)
+        for child_id, child_limit in sorted(explicit(child_ids).items()):
+            if lim.exceeds(child_limit, value):
+                child = projects.by_ids(conn, [child_id])[child_id]
+                raise lim.InvalidLimit(
+                    f"Invalid resource limit: {describe(owner)} would have a "
+                    f"limit of {value} for {name}, below the limit of "
+                    f"{child_limit} of its child {describe(child)}. Lower the "
+                    "child's limit first.")
+
+
+MODELS = {m.name: m for m in (Flat, StrictTwoLevel)}
+
+
+def get_model(name: str) -> Model:
+    try:
+        return MODELS[name]()
+    except KeyError:
+        raise ValueError(f"unknown quota model {name!r}; choose one of "
+                         f"{', '.join(sorted(MODELS))}")

@@ -1,0 +1,126 @@
+"""Resource names -> usage, per project, in a few grouped queries.
+
+  class:<RESOURCE_CLASS>      sum of allocations of that class by the
+                              project's consumers
+  consumers:<CONSUMER_TYPE>   how many consumers of that type the project
+                              has (`consumers:unknown`: those without type)
+  lease:<resource_type>:hours reserved time charged to the project in the
+                              lease ledger, in amount-hours
+  any other name              whatever settings.quota_resource_usage maps
+                              it to (one of the forms above)
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Mapping, Optional
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from placement_lite.db import tables as t
+from placement_lite.ledger import errors
+
+UNKNOWN_CONSUMER_TYPE = "unknown"
+
+
+class UnknownResource(errors.Invalid):
+    code = "placement.quota.unknown_resource"
+
+
+def source(name: str, aliases: Mapping[str, str]) -> Optional[tuple[str, str]]:
+    """(kind, key) for a resource name, or None when nothing counts it."""
+    name = aliases.get(name, name)
+    kind, sep, key = name.partition(":")
+    if not sep or not key:
+        return None
+    if kind == "class":
+        return ("class", key)
+    if kind == "consumers":
+        return ("consumers", key)
+    if kind == "lease" and key.endswith(":hours") and len(key) > len(":hours"):
+        return ("lease", name)
+    return None
+
+
+def require_sources(names: Iterable[str], aliases: Mapping[str, str]) -> None:
+    unknown = sorted(n for n in names if source(n, aliases) is None)
+    if unknown:
+        raise UnknownResource(
+            f"No usage is known for resource(s) {', '.join(unknown)}: use "
+            "class:<RESOURCE_CLASS>, consumers:<CONSUMER_TYPE>, "
+            "lease:<resource_type>:hours, or a name configured in "
+            "quota_resource_usage.")
+
+
+def usage(conn: Connection, project_ids: Iterable[int], names: Iterable[str],
+          aliases: Mapping[str, str]) -> dict[str, dict[int, float]]:
+    """{name: {project_id: usage}} for the names that have a source."""
+    project_ids = list(set(project_ids))
+    by_source: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for name in set(names):
+        src = source(name, aliases)
+        if src is not None:
+            by_source[src].append(name)
+    out: dict[str, dict[int, float]] = {
+        n: {} for names_ in by_source.values() for n in names_}
+    if not project_ids or not by_source:
+        return out
+
+    def put(src, pid, value):
+        for name in by_source.get(src, ()):
+            out[name][pid] = value
+
+    classes = [key for kind, key in by_source if kind == "class"]
+    if classes:
+        a, c, rc = t.allocations, t.consumers, t.resource_classes
+        rows = conn.execute(
+            select(c.c.project_id, rc.c.name, func.sum(a.c.used))
+            .select_from(a.join(c, c.c.id == a.c.consumer_id)
+                         .join(rc, rc.c.id == a.c.resource_class_id))
+            .where(c.c.project_id.in_(project_ids), rc.c.name.in_(classes))
+            .group_by(c.c.project_id, rc.c.name))
+        for pid, cls, used in rows:
+            put(("class", cls), pid, int(used or 0))
+
+    ctypes = [key for kind, key in by_source if kind == "consumers"]
+    if ctypes:
+        c, ct = t.consumers, t.consumer_types
+        rows = conn.execute(
+            select(c.c.project_id, ct.c.name, func.count(c.c.id))
+            .select_from(c.outerjoin(ct, ct.c.id == c.c.consumer_type_id))
+            .where(c.c.project_id.in_(project_ids))
+            .group_by(c.c.project_id, ct.c.name))
+        for pid, cname, count in rows:
+            put(("consumers", cname or UNKNOWN_CONSUMER_TYPE), pid, int(count))
+
+    leases = [key for kind, key in by_source if kind == "lease"]
+    if leases:
+        lg = t.lease_ledger
+        rows = conn.execute(
+            select(lg.c.project_id, lg.c.resource_name,
+                   func.sum(lg.c.unit_seconds))
+            .where(lg.c.project_id.in_(project_ids),
+                   lg.c.resource_name.in_(leases))
+            .group_by(lg.c.project_id, lg.c.resource_name))
+        for pid, rname, seconds in rows:
+            put(("lease", rname), pid, int(seconds or 0) / 3600.0)
+    return out
+
+
+def names_in_use(conn: Connection, project_ids: Iterable[int]) -> set[str]:
+    """Every class:/consumers: name with non-zero usage in these projects."""
+    project_ids = list(set(project_ids))
+    if not project_ids:
+        return set()
+    a, c, rc, ct = (t.allocations, t.consumers, t.resource_classes,
+                    t.consumer_types)
+    names = {f"class:{n}" for n in conn.scalars(
+        select(rc.c.name).distinct()
+        .select_from(a.join(c, c.c.id == a.c.consumer_id)
+                     .join(rc, rc.c.id == a.c.resource_class_id))
+        .where(c.c.project_id.in_(project_ids)))}
+    names |= {f"consumers:{n or UNKNOWN_CONSUMER_TYPE}" for n in conn.scalars(
+        select(ct.c.name).distinct()
+        .select_from(c.outerjoin(ct, ct.c.id == c.c.consumer_type_id))
+        .where(c.c.project_id.in_(project_ids)))}
+    return names
