@@ -1,0 +1,56 @@
+"""/resource_providers/{uuid}/aggregates (from 1.1)."""
+from __future__ import annotations
+
+from placement_lite.api import render, request
+from placement_lite.api.microversion import VersionedTable, versioned
+from placement_lite.api.schemas import aggregates as schema
+from placement_lite.ledger import aggregates, providers
+
+# From 1.19 the body carries the provider generation, which PUT checks
+# and bumps; before it PUT leaves the generation alone.
+WITH_GENERATION = VersionedTable([("1.1", False), ("1.19", True)])
+
+
+class ProviderAggregates:
+    policies = {"GET": "placement:resource_providers:aggregates:list",
+                "PUT": "placement:resource_providers:aggregates:update"}
+
+    def __init__(self, services):
+        self.services = services
+
+    def _send(self, req, resp, uuids, generation):
+        body = {"aggregates": uuids}
+        if WITH_GENERATION.at(req.context.microversion):
+            body["resource_provider_generation"] = generation
+        render.send(resp, body)
+        # Associations carry no timestamps of their own.
+        render.cache_headers(req, resp)
+
+    @versioned("1.1")
+    def on_get(self, req, resp, uuid):
+        with self.services.db.read() as conn:
+            provider = providers.get_by_uuid(conn, uuid)
+            found = aggregates.provider_aggregates(conn, provider)
+        self._send(req, resp, found, provider.generation)
+
+    @versioned("1.1")
+    def on_put(self, req, resp, uuid):
+        version = req.context.microversion
+        data = request.json_body(req, schema.UPDATE.at(version))
+        checked = WITH_GENERATION.at(version)
+        wanted = data["aggregates"] if checked else data
+
+        def replace(conn):
+            provider = providers.get_by_uuid(conn, uuid)
+            generation = aggregates.set_provider_aggregates(
+                conn, provider, wanted,
+                data["resource_provider_generation"] if checked else None,
+                bump=checked)
+            return aggregates.provider_aggregates(conn, provider), generation
+
+        found, generation = self.services.db.run_write(
+            replace, retries=0 if checked else None)
+        self._send(req, resp, found, generation)
+
+
+ROUTES = [("/resource_providers/{uuid}/aggregates", ProviderAggregates)]

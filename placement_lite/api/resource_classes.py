@@ -1,0 +1,94 @@
+"""/resource_classes and /resource_classes/{name} (from 1.2)."""
+from __future__ import annotations
+
+import falcon
+
+from placement_lite.api import render, request
+from placement_lite.api.microversion import VersionedTable, versioned
+from placement_lite.api.schemas import resource_classes as schema
+from placement_lite.ledger import resource_classes
+
+
+def class_url(name: str) -> str:
+    return f"/resource_classes/{name}"
+
+
+def class_body(rc) -> dict:
+    return {"name": rc.name, "links": [render.link("self", class_url(rc.name))]}
+
+
+class ResourceClasses:
+    policies = {"GET": "placement:resource_classes:list",
+                "POST": "placement:resource_classes:create"}
+
+    def __init__(self, services):
+        self.services = services
+
+    @versioned("1.2")
+    def on_get(self, req, resp):
+        with self.services.db.read() as conn:
+            found = resource_classes.list_classes(conn)
+        render.send(resp, {"resource_classes": [class_body(rc) for rc in found]})
+        render.cache_headers(req, resp, [rc.modified for rc in found])
+
+    @versioned("1.2")
+    def on_post(self, req, resp):
+        name = request.json_body(req, schema.NAMED)["name"]
+        self.services.db.run_write(lambda conn: resource_classes.create(conn, name))
+        resp.location = req.prefix + class_url(name)
+        resp.status = falcon.HTTP_201
+        resp.content_type = None
+
+
+class ResourceClass:
+    policies = {"GET": "placement:resource_classes:show",
+                "PUT": "placement:resource_classes:update",
+                "DELETE": "placement:resource_classes:delete"}
+
+    def __init__(self, services):
+        self.services = services
+        # Before 1.7 PUT renames a custom class; from 1.7 it creates the
+        # named class, or confirms it exists, idempotently.
+        self.put_behaviour = VersionedTable([("1.2", self._rename),
+                                             ("1.7", self._ensure)])
+
+    @versioned("1.2")
+    def on_get(self, req, resp, name):
+        with self.services.db.read() as conn:
+            rc = resource_classes.get(conn, name)
+        render.send(resp, class_body(rc))
+        render.cache_headers(req, resp, [rc.modified])
+
+    @versioned("1.2")
+    def on_put(self, req, resp, name):
+        self.put_behaviour.at(req.context.microversion)(req, resp, name)
+
+    def _rename(self, req, resp, name):
+        new_name = request.json_body(req, schema.NAMED)["name"]
+        renamed = self.services.db.run_write(
+            lambda conn: resource_classes.rename(conn, name, new_name))
+        render.send(resp, class_body(renamed))
+        render.cache_headers(req, resp, [renamed.modified])
+
+    def _ensure(self, req, resp, name):
+        request.validate({"name": name}, schema.PATH, what="Resource class name")
+        created = self.services.db.run_write(
+            lambda conn: resource_classes.ensure(conn, name))
+        if created:
+            resp.location = req.prefix + class_url(name)
+            resp.status = falcon.HTTP_201
+            resp.content_type = None
+        else:
+            render.no_content(resp)
+
+    @versioned("1.2")
+    def on_delete(self, req, resp, name):
+        self.services.db.run_write(
+            lambda conn: resource_classes.delete_class(conn, name))
+        render.no_content(resp)
+
+
+ROUTES = [
+    ("/resource_classes", ResourceClasses),
+    ("/resource_classes/{name}", ResourceClass),
+]

@@ -1,0 +1,20 @@
+"""Request schemas for /resource_providers/{uuid}/aggregates."""
+from __future__ import annotations
+
+from placement_lite.api.microversion import VersionedTable
+
+_UUIDS = {"type": "array", "items": {"type": "string", "format": "uuid"},
+          "uniqueItems": True}
+
+# Before 1.19 the body is the bare list; from 1.19 it carries the
+# provider generation as well.
+UPDATE = VersionedTable([
+    ("1.1", _UUIDS),
+    ("1.19", {
+        "type": "object",
+        "properties": {"aggregates": _UUIDS,
+                       "resource_provider_generation": {"type": "integer"}},
+        "required": ["aggregates", "resource_provider_generation"],
+        "additionalProperties": False,
+    }),
+])

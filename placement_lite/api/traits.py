@@ -1,0 +1,130 @@
+"""/traits, /traits/{name} and /resource_providers/{uuid}/traits (1.6)."""
+from __future__ import annotations
+
+import falcon
+
+from placement_lite.api import errors, render, request
+from placement_lite.api.microversion import versioned
+from placement_lite.api.schemas import traits as schema
+from placement_lite.ledger import providers, traits
+
+
+def _name_filter(value: str) -> dict:
+    """?name=startswith:PREFIX or ?name=in:A,B as list_traits arguments."""
+    kind, sep, rest = value.partition(":")
+    if sep and kind == "startswith":
+        return {"prefix": rest}
+    if sep and kind == "in":
+        return {"names": [n for n in rest.split(",") if n]}
+    raise errors.bad_request(
+        "Badly formatted name parameter. Expected name query string "
+        "parameter in form: ?name=startswith:[name_prefix]|in:[name1,name2,"
+        f"...]. Got: {value!r}")
+
+
+class Traits:
+    policies = {"GET": "placement:traits:list"}
+
+    def __init__(self, services):
+        self.services = services
+
+    @versioned("1.6")
+    def on_get(self, req, resp):
+        params = request.query(req, schema.LIST_QUERY)
+        kwargs = _name_filter(params["name"]) if "name" in params else {}
+        if "associated" in params:
+            kwargs["associated"] = params["associated"] == "true"
+        with self.services.db.read() as conn:
+            found = traits.list_traits(conn, **kwargs)
+        render.send(resp, {"traits": [tr.name for tr in found]})
+        render.cache_headers(req, resp, [tr.modified for tr in found])
+
+
+class Trait:
+    policies = {"GET": "placement:traits:show",
+                "PUT": "placement:traits:update",
+                "DELETE": "placement:traits:delete"}
+
+    def __init__(self, services):
+        self.services = services
+
+    @versioned("1.6")
+    def on_get(self, req, resp, name):
+        with self.services.db.read() as conn:
+            trait = traits.get(conn, name)
+        render.no_content(resp)
+        render.cache_headers(req, resp, [trait.modified])
+
+    @versioned("1.6")
+    def on_put(self, req, resp, name):
+        if not name.startswith(traits.CUSTOM_PREFIX):
+            raise errors.bad_request(
+                f"The trait {name!r} is invalid: a custom trait must start "
+                "with the prefix CUSTOM_ and use only A-Z, 0-9 and _, at "
+                "most 255 characters.")
+        request.validate({"name": name}, schema.PATH, what="Trait name")
+        trait, created = self.services.db.run_write(
+            lambda conn: traits.ensure(conn, name))
+        if created:
+            resp.status = falcon.HTTP_201
+            resp.location = f"{req.prefix}/traits/{name}"
+            resp.content_type = None
+        else:
+            render.no_content(resp)
+        render.cache_headers(req, resp, [trait.modified])
+
+    @versioned("1.6")
+    def on_delete(self, req, resp, name):
+        self.services.db.run_write(lambda conn: traits.delete_trait(conn, name))
+        render.no_content(resp)
+
+
+class ProviderTraits:
+    policies = {"GET": "placement:resource_providers:traits:list",
+                "PUT": "placement:resource_providers:traits:update",
+                "DELETE": "placement:resource_providers:traits:delete"}
+
+    def __init__(self, services):
+        self.services = services
+
+    def _send(self, req, resp, found, generation):
+        render.send(resp, {"traits": [tr.name for tr in found],
+                           "resource_provider_generation": generation})
+        render.cache_headers(req, resp, [tr.modified for tr in found])
+
+    @versioned("1.6")
+    def on_get(self, req, resp, uuid):
+        with self.services.db.read() as conn:
+            provider = providers.get_by_uuid(conn, uuid)
+            found = traits.provider_traits(conn, provider)
+        self._send(req, resp, found, provider.generation)
+
+    @versioned("1.6")
+    def on_put(self, req, resp, uuid):
+        data = request.json_body(req, schema.SET_FOR_PROVIDER)
+
+        def replace(conn):
+            provider = providers.get_by_uuid(conn, uuid)
+            generation = traits.set_provider_traits(
+                conn, provider, data["traits"],
+                data["resource_provider_generation"])
+            return traits.provider_traits(conn, provider), generation
+
+        # The client's generation is checked: a retry could not help.
+        found, generation = self.services.db.run_write(replace, retries=0)
+        self._send(req, resp, found, generation)
+
+    @versioned("1.6")
+    def on_delete(self, req, resp, uuid):
+        def remove(conn):
+            traits.delete_provider_traits(conn, providers.get_by_uuid(conn, uuid))
+
+        self.services.db.run_write(remove)
+        render.no_content(resp)
+
+
+ROUTES = [
+    ("/traits", Traits),
+    ("/traits/{name}", Trait),
+    ("/resource_providers/{uuid}/traits", ProviderTraits),
+]

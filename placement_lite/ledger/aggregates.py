@@ -1,0 +1,81 @@
+"""Aggregates: uuids grouping providers. A row in placement_aggregates
+exists for every uuid some provider was ever associated with; rows are
+created on first use.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from placement_lite.db import tables as t
+from placement_lite.ledger import errors
+from placement_lite.ledger.providers import Provider, bump_generation
+
+_agg = t.placement_aggregates
+_rpa = t.resource_provider_aggregates
+
+
+def provider_aggregates(conn: Connection, provider: Provider) -> list[str]:
+    """The aggregate uuids of one provider, sorted."""
+    return list(conn.scalars(
+        select(_agg.c.uuid).join(_rpa, _rpa.c.aggregate_id == _agg.c.id)
+        .where(_rpa.c.resource_provider_id == provider.id)
+        .order_by(_agg.c.uuid)))
+
+
+def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
+    """uuid -> id, creating rows for uuids not seen before."""
+    wanted = sorted(set(uuids))
+    if not wanted:
+        return {}
+    found = dict(conn.execute(select(_agg.c.uuid, _agg.c.id)
+                              .where(_agg.c.uuid.in_(wanted))).all())
+    missing = [u for u in wanted if u not in found]
+    if missing:
+        try:
+            conn.execute(insert(_agg), [{"uuid": u} for u in missing])
+        except IntegrityError:
+            # Another writer created one of them first; a new transaction
+            # will find it.
+            raise errors.ConcurrentUpdate(
+                "Another request created the same aggregate meanwhile; retry.")
+        found.update(conn.execute(select(_agg.c.uuid, _agg.c.id)
+                                  .where(_agg.c.uuid.in_(missing))).all())
+    return found
+
+
+def set_provider_aggregates(conn: Connection, provider: Provider,
+                            uuids: Iterable[str],
+                            generation: Optional[int] = None,
+                            bump: bool = True) -> int:
+    """Make `uuids` the provider's aggregates; returns its generation.
+
+    With `bump` the provider's generation is incremented (checked against
+    `generation` when given: ConcurrentUpdate, 409, if stale); without it
+    (microversions before 1.19) the generation is left alone.
+    """
+    if bump:
+        new_generation = bump_generation(conn, provider, generation)
+    else:
+        # Still serialise writers of this provider's links.
+        rp = t.resource_providers
+        conn.execute(select(rp.c.id).where(rp.c.id == provider.id)
+                     .with_for_update())
+        new_generation = provider.generation
+    ids = aggregate_ids(conn, uuids)
+    have = set(conn.scalars(select(_rpa.c.aggregate_id)
+                            .where(_rpa.c.resource_provider_id == provider.id)))
+    target = set(ids.values())
+    gone = sorted(have - target)
+    if gone:
+        conn.execute(delete(_rpa).where(_rpa.c.resource_provider_id == provider.id,
+                                        _rpa.c.aggregate_id.in_(gone)))
+    added = sorted(target - have)
+    if added:
+        conn.execute(insert(_rpa), [
+            {"resource_provider_id": provider.id, "aggregate_id": aid}
+            for aid in added])
+    return new_generation
