@@ -25,20 +25,28 @@ def context_from(settings) -> models.Context:
         unregistered_is_zero=settings.quota_unregistered_is_zero)
 
 
-def describe(over: list[models.Over]) -> str:
+def describe(over: list[models.Over], claim: bool = False) -> str:
     parts = []
     for o in over:
         whose = (f"project tree {o.project_id}" if o.tree
                  else f"project {o.project_id}")
-        parts.append(f"{o.resource_name} for {whose} (limit {o.limit}, in use "
-                     f"{o.as_dict()['current_usage']}, requested "
-                     f"{o.as_dict()['delta']})")
+        shown = o.as_dict()
+        if claim:
+            parts.append(f"{o.resource_name} for {whose} would be "
+                         f"{shown['current_usage']}, over its limit of {o.limit}")
+        else:
+            parts.append(f"{o.resource_name} for {whose} (limit {o.limit}, in "
+                         f"use {shown['current_usage']}, requested "
+                         f"{shown['delta']})")
     return "Quota exceeded: " + "; ".join(parts) + "."
 
 
-def refuse(over: list[models.Over]) -> None:
+def refuse(over: list[models.Over], claim: bool = False) -> None:
+    """Raise OverLimit. For a claim, checked after the claim is written,
+    current_usage already includes the claim and delta is 0."""
     if over:
-        raise errors.OverLimit(describe(over), over=[o.as_dict() for o in over])
+        raise errors.OverLimit(describe(over, claim),
+                               over=[o.as_dict() for o in over])
 
 
 class Enforcer:
@@ -65,7 +73,7 @@ class Enforcer:
         targets = self.model.targets(conn, project_ids)
         projects.lock_trees(conn, [tg.root_id for tg in targets
                                    if tg.root_id is not None])
-        refuse(self.model.over_limits(conn, self.ctx, targets, None))
+        refuse(self.model.over_limits(conn, self.ctx, targets, None), claim=True)
 
 
 def claim_check(settings) -> Optional[object]:
