@@ -60,9 +60,12 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     services.extras["metrics"] = metrics
     observers = [metrics.observe_request] if settings.metrics_enabled else []
     cors_mw = cors.from_settings(settings)
+    # Held so the access log can name the route of a request refused
+    # before routing (401, 413...), not just "unmatched".
+    router = falcon.routing.CompiledRouter()
     middleware = [
         RequestIdMiddleware(),
-        AccessLogMiddleware(settings.log_format, observers),
+        AccessLogMiddleware(settings.log_format, observers, router=router),
         *([cors_mw] if cors_mw else []),
         InputLimitsMiddleware(settings.max_body_bytes, settings.max_query_params),
         MicroversionMiddleware(),
@@ -70,7 +73,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
                        public_paths=PUBLIC_PATHS | UNAUTHENTICATED_EXTRAS,
                        default_token=settings.noauth2_default_token),
     ]
-    app = falcon.App(middleware=middleware)
+    app = falcon.App(middleware=middleware, router=router)
     app.req_options.keep_blank_qs_values = True
     app.req_options.auto_parse_qs_csv = False
     app.resp_options.secure_cookies_by_default = False

@@ -107,3 +107,15 @@ class AllocatedProviderFixture(APIFixture):
                  "resource_class_id": ids[name], "used": used}
                 for name, used in (("VCPU", 4), ("DISK_GB", 20),
                                    ("CUSTOM_MAGIC", 2))])
+
+
+class CORSFixture(APIFixture):
+    """CORS on for one origin, with the headers a browser client sends."""
+    settings_overrides = {
+        "cors_allowed_origin": ("http://valid.example.com",),
+        "cors_allow_headers": ("x-auth-token", "openstack-api-version"),
+    }
+
+
+class MetricsFixture(APIFixture):
+    settings_overrides = {"metrics_enabled": True}

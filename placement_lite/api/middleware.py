@@ -30,9 +30,19 @@ class AccessLogMiddleware:
     the message itself a JSON object for handlers without that formatter.
     """
 
-    def __init__(self, fmt: str = "text", observers=()):
+    def __init__(self, fmt: str = "text", observers=(), router=None):
         self.json = fmt == "json"
         self.observers = list(observers)
+        self.router = router
+
+    def _route(self, req) -> str:
+        template = getattr(req, "uri_template", None)
+        if template is None and self.router is not None:
+            found = self.router.find(req.path)
+            template = found[3] if found else None
+        # Unmatched paths are not labelled by path: that would let any
+        # caller create new metric series.
+        return template or "unmatched"
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:
         started = getattr(req.context, "started", None)
@@ -40,7 +50,7 @@ class AccessLogMiddleware:
         status = int(resp.status_code) if hasattr(resp, "status_code") else int(
             str(resp.status).split()[0])
         version = str(getattr(req.context, "microversion", "") or "")
-        route = getattr(req, "uri_template", None) or "unmatched"
+        route = self._route(req) if self.observers else ""
         for observer in self.observers:
             observer(req.method, route, status, ms / 1000.0)
         fields = {
@@ -65,6 +75,7 @@ class InputLimitsMiddleware:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         from placement_lite.api import errors
+        req.context.max_body_bytes = self.max_body_bytes
         length = req.content_length
         if length is not None and length > self.max_body_bytes:
             raise errors.ApiError(

@@ -63,14 +63,23 @@ def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
             falcon.HTTP_415,
             f"The media type {req.content_type or '(none)'} is not supported, "
             "use application/json.")
-    raw = req.bounded_stream.read()
+    limit = getattr(req.context, "max_body_bytes", None)
+    # A body sent without Content-Length (chunked) was not checked by
+    # InputLimitsMiddleware: read at most one byte past the limit.
+    raw = req.bounded_stream.read(limit + 1) if limit else req.bounded_stream.read()
+    if limit and len(raw) > limit:
+        raise errors.ApiError(
+            falcon.HTTP_413, f"The request body is larger than {limit} bytes.")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise errors.bad_request("Malformed JSON: the body is not UTF-8.")
     try:
         data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise errors.bad_request(
+            f"JSON body is nested deeper than {MAX_JSON_DEPTH} levels.")
+    except ValueError as exc:
         raise errors.bad_request(f"Malformed JSON: {exc}")
     if _depth(data, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise errors.bad_request(

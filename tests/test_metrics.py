@@ -1,0 +1,116 @@
+"""GET /metrics: Prometheus text, by route and status; retries; the pool."""
+from __future__ import annotations
+
+import re
+
+import falcon.testing
+import pytest
+
+from placement_lite.api.metrics import Metrics
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+from placement_lite.db.engine import RetryableError
+
+ADMIN = {"X-Auth-Token": "admin"}
+SAMPLE = re.compile(r'^([a-z_]+)(\{.*\})? (-?[0-9.e+Inf]+)$')
+
+
+def _parse(text):
+    """{(name, labels): value}, checking every line is valid exposition."""
+    samples, typed = {}, set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+            continue
+        if line.startswith("# HELP ") or not line:
+            continue
+        match = SAMPLE.match(line)
+        assert match, f"not exposition format: {line!r}"
+        name, labels, value = match.groups()
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert base in typed or name in typed, f"{name} has no TYPE line"
+        samples[(name, labels or "")] = float(value)
+    return samples
+
+
+def _client(db, **overrides):
+    return falcon.testing.TestClient(
+        create_app(Settings(db=db.url, metrics_enabled=True, **overrides), db))
+
+
+def test_metrics_are_404_unless_enabled(db):
+    client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    assert client.simulate_get("/metrics").status_code == 404
+
+
+def test_requests_are_counted_by_route_and_status(db):
+    client = _client(db)
+    client.simulate_get("/resource_providers", headers=ADMIN)
+    client.simulate_get("/resource_providers", headers=ADMIN)
+    client.simulate_get("/resource_providers")  # 401
+    client.simulate_get("/resource_providers/3b4e9d8e-0000-4000-8000-000000000000",
+                        headers=ADMIN)  # 404 on a templated route
+    result = client.simulate_get("/metrics")  # no token needed
+    assert result.status_code == 200
+    assert result.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = _parse(result.text)
+    count = 'placement_lite_http_requests_total{worker="0",method="GET",route="%s",status="%s"}'
+    assert samples[tuple(re.match(r"(\w+)(.*)", count % ("/resource_providers", 200))
+                         .groups())] == 2
+    assert samples[tuple(re.match(r"(\w+)(.*)", count % ("/resource_providers", 401))
+                         .groups())] == 1
+    assert samples[tuple(re.match(r"(\w+)(.*)", count % (
+        "/resource_providers/{uuid}", 404)).groups())] == 1
+    hist = 'placement_lite_http_request_duration_seconds_count'
+    assert samples[(hist, '{worker="0",method="GET",route="/resource_providers"}')] == 3
+    inf = samples[("placement_lite_http_request_duration_seconds_bucket",
+                   '{worker="0",method="GET",route="/resource_providers",le="+Inf"}')]
+    assert inf == 3
+
+
+def test_candidate_searches_are_timed(db):
+    client = _client(db)
+    result = client.simulate_get("/allocation_candidates", query_string="resources=VCPU:1",
+                                 headers={**ADMIN, "OpenStack-API-Version": "placement 1.10"})
+    assert result.status_code == 200, result.text
+    samples = _parse(client.simulate_get("/metrics").text)
+    assert samples[("placement_lite_allocation_candidates_seconds_count",
+                    '{worker="0"}')] == 1
+
+
+def test_retries_and_pool_are_reported(db):
+    client = _client(db)
+    attempts = []
+
+    def unit(conn):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RetryableError("generation conflict")
+    db.run_write(unit)
+    samples = _parse(client.simulate_get("/metrics").text)
+    assert samples[("placement_lite_db_write_retries_total",
+                    '{worker="0",reason="concurrent_update"}')] == 1
+    pool = {labels: v for (name, labels), v in samples.items()
+            if name == "placement_lite_db_pool_connections"}
+    assert '{worker="0",state="checked_out"}' in pool
+
+
+def test_worker_label_and_escaping():
+    metrics = Metrics(worker=3)
+    metrics.observe_request("GET", 'odd"route\\', 200, 0.002)
+    text = metrics.render()
+    assert 'worker="3",method="GET",route="odd\\"route\\\\",status="200"} 1' in text
+    _parse(text)
+
+
+@pytest.mark.parametrize("value,bucket", [(0.0005, "0.001"), (0.003, "0.005"),
+                                          (20.0, "+Inf")])
+def test_histogram_buckets_are_cumulative(value, bucket):
+    metrics = Metrics()
+    metrics.observe_request("GET", "/x", 200, value)
+    samples = _parse(metrics.render())
+    key = ("placement_lite_http_request_duration_seconds_bucket",
+           '{worker="0",method="GET",route="/x",le="%s"}' % bucket)
+    assert samples[key] == 1
+    assert samples[("placement_lite_http_request_duration_seconds_bucket",
+                    '{worker="0",method="GET",route="/x",le="+Inf"}')] == 1

@@ -1,0 +1,208 @@
+"""The service's own edges, in process: healthcheck, request log lines,
+request ids, and hostile input (size, nesting, encoding, floods)."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import falcon
+import falcon.testing
+import pytest
+
+from placement_lite import logs
+from placement_lite.api import request as api_request
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+from placement_lite.db.engine import Database
+
+ADMIN = {"X-Auth-Token": "admin"}
+
+
+class Echo:
+    """A route that reads its body the way every API resource does."""
+
+    policies = {"POST": "placement:resource_providers:create"}
+
+    def __init__(self, services):
+        pass
+
+    def on_post(self, req, resp):
+        resp.media = {"got": api_request.json_body(req)}
+
+
+def _client(db, **overrides):
+    app = create_app(Settings(db=db.url, **overrides), db)
+    app.add_route("/test-echo", Echo(None))
+    return falcon.testing.TestClient(app)
+
+
+def _api_error(result, status):
+    assert result.status_code == status, result.text
+    body = result.json
+    (err,) = body["errors"]
+    assert err["status"] == status
+    assert err["request_id"] == result.headers["x-openstack-request-id"]
+    assert err["title"] and err["detail"]
+    return err
+
+
+# -- healthcheck ------------------------------------------------------------
+
+def test_healthcheck_needs_no_token_and_reports_the_database(db):
+    result = _client(db).simulate_get("/healthcheck")
+    assert result.status_code == 200
+    assert result.json == {"status": "ok", "database": "ok"}
+
+
+def test_healthcheck_is_503_without_details_when_the_database_is_down(caplog):
+    # A server that refuses connections: nothing listens on port 1.
+    url = "mysql+pymysql://placement:s3cret@127.0.0.1:1/placement"
+    down = Database(url)
+    try:
+        client = falcon.testing.TestClient(create_app(Settings(db=url), down))
+        with caplog.at_level(logging.ERROR):
+            result = client.simulate_get("/healthcheck")
+    finally:
+        down.dispose()
+    assert result.status_code == 503
+    assert result.json == {"status": "error", "database": "unreachable"}
+    for secret in ("s3cret", "placement:", "127.0.0.1", "pymysql", "Errno"):
+        assert secret not in result.text
+    # The operator finds the reason in the log, not the caller.
+    assert "healthcheck" in caplog.text
+
+
+# -- request ids and the log line ---------------------------------------------
+
+def test_every_response_has_a_request_id(db):
+    client = _client(db)
+    for result in (client.simulate_get("/"), client.simulate_get("/nowhere"),
+                   client.simulate_get("/resource_providers")):
+        rid = result.headers["x-openstack-request-id"]
+        assert rid.startswith("req-") and result.headers["openstack-request-id"] == rid
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_one_log_line_per_request(db, fmt, caplog):
+    client = _client(db, log_format=fmt)
+    with caplog.at_level(logging.INFO, logger="placement_lite.request"):
+        result = client.simulate_get(
+            "/resource_providers", headers={**ADMIN,
+                                            "OpenStack-API-Version": "placement 1.14"})
+    records = [r for r in caplog.records if r.name == "placement_lite.request"]
+    assert len(records) == 1
+    fields = records[0].access
+    assert fields["request_id"] == result.headers["x-openstack-request-id"]
+    assert (fields["method"], fields["path"], fields["status"],
+            fields["microversion"]) == ("GET", "/resource_providers",
+                                        result.status_code, "1.14")
+    assert fields["ms"] >= 0
+    line = logs.JsonFormatter().format(records[0])
+    parsed = json.loads(line)
+    assert parsed["status"] == result.status_code and parsed["level"] == "INFO"
+    if fmt == "json":
+        assert json.loads(records[0].getMessage())["request_id"] == fields["request_id"]
+    else:
+        assert fields["request_id"] in records[0].getMessage()
+
+
+def test_json_formatter_keeps_ordinary_records_and_exceptions():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed %s",
+                                   ("here",), sys.exc_info())
+    parsed = json.loads(logs.JsonFormatter().format(record))
+    assert parsed["message"] == "failed here" and "ValueError: boom" in parsed["exception"]
+
+
+# -- hostile input ------------------------------------------------------------
+
+def test_oversized_body_is_413(db):
+    client = _client(db, max_body_bytes=1024)
+    body = json.dumps({"pad": "x" * 2048})
+    err = _api_error(client.simulate_post("/test-echo", body=body, headers={
+        **ADMIN, "Content-Type": "application/json"}), 413)
+    assert "1024" in err["detail"]
+    # Refused before routing: no resource sees it, whatever the path.
+    _api_error(client.simulate_post("/resource_providers", body=body, headers={
+        **ADMIN, "Content-Type": "application/json"}), 413)
+    ok = client.simulate_post("/test-echo", body='{"a": 1}', headers={
+        **ADMIN, "Content-Type": "application/json"})
+    assert ok.status_code == 200 and ok.json == {"got": {"a": 1}}
+
+
+def test_default_body_limit_is_one_mebibyte():
+    assert Settings().max_body_bytes == 1024 * 1024
+
+
+def test_chunked_body_over_the_limit_is_413_under_waitress(db):
+    """waitress de-chunks a body and sets its length; the limit applies."""
+    import http.client
+    import threading
+
+    import waitress
+
+    app = create_app(Settings(db=db.url, max_body_bytes=1024), db)
+    app.add_route("/test-echo", Echo(None))
+    server = waitress.create_server(app, host="127.0.0.1", port=0, threads=2)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        payload = json.dumps({"pad": "x" * 4096}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=10)
+        conn.request("POST", "/test-echo", body=iter([payload[:2000], payload[2000:]]),
+                     headers={**ADMIN, "Content-Type": "application/json"},
+                     encode_chunked=True)
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        assert resp.status == 413 and body["errors"][0]["status"] == 413
+        conn.close()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("depth", [40, 100_000])
+def test_deeply_nested_json_is_400(db, depth):
+    client = _client(db, max_body_bytes=1024 * 1024)
+    body = "[" * depth + "]" * depth
+    err = _api_error(client.simulate_post("/test-echo", body=body, headers={
+        **ADMIN, "Content-Type": "application/json"}), 400)
+    assert "nested deeper" in err["detail"]
+
+
+@pytest.mark.parametrize("raw", [b'{"name": "\xff\xfe"}', b"\xc3\x28"])
+def test_non_utf8_json_is_400(db, raw):
+    client = _client(db)
+    err = _api_error(client.simulate_post("/test-echo", body=raw, headers={
+        **ADMIN, "Content-Type": "application/json"}), 400)
+    assert "UTF-8" in err["detail"]
+
+
+@pytest.mark.parametrize("body", ["{", "nonsense", '{"a": 1,}'])
+def test_malformed_json_is_400(db, body):
+    _api_error(_client(db).simulate_post("/test-echo", body=body, headers={
+        **ADMIN, "Content-Type": "application/json"}), 400)
+
+
+def test_wrong_media_type_is_415(db):
+    _api_error(_client(db).simulate_post("/test-echo", body="{}", headers={
+        **ADMIN, "Content-Type": "text/plain"}), 415)
+
+
+def test_query_string_floods_are_refused_quickly(db):
+    client = _client(db)
+    query = "&".join(f"p{i}=v" for i in range(50_000))
+    started = time.perf_counter()
+    result = client.simulate_get("/resource_providers", query_string=query,
+                                 headers=ADMIN)
+    elapsed = time.perf_counter() - started
+    err = _api_error(result, 400)
+    assert "1000" in err["detail"]
+    assert elapsed < 1.0, f"took {elapsed:.2f}s"
+    # At the limit is fine (the route itself may then reject unknown names).
+    few = "&".join(f"name=v{i}" for i in range(3))
+    assert client.simulate_get("/resource_providers", query_string=few,
+                               headers=ADMIN).status_code != 500
