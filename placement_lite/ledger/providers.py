@@ -283,4 +283,8 @@ def delete_provider(conn: Connection, provider: Provider) -> None:
                   t.resource_provider_aggregates):
         conn.execute(delete(table).where(
             table.c.resource_provider_id == provider.id))
+    # InnoDB refuses to delete a row its own foreign key points at, so a
+    # root first lets go of itself.
+    conn.execute(update(_rp).where(_rp.c.id == provider.id)
+                 .values(root_provider_id=None))
     conn.execute(delete(_rp).where(_rp.c.id == provider.id))
