@@ -47,6 +47,9 @@ setup(
             "hypothesis>=6.80",
             "PyMySQL>=1.1",
             "psycopg[binary]>=3.1",
+            # Proves an unmodified oslo.limit Enforcer works against /v3.
+            "oslo.limit>=2.0",
+            "requests>=2.28",
         ],
         "mysql": ["PyMySQL>=1.1"],
         "postgresql": ["psycopg[binary]>=3.1"],

@@ -1,0 +1,126 @@
+"""An unmodified oslo.limit Enforcer against a real placement-lite server.
+
+oslo.limit is configured as a service would configure it for Keystone,
+with auth_type = none, endpoint_override pointing at our /v3 and the
+endpoint id registered here; it discovers its service and region from
+the endpoint, reads the model, the registered limits and the project
+limits, and enforces with a usage callback.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import uuid
+
+import pytest
+import requests
+import waitress.server
+from oslo_config import cfg
+from oslo_limit import exception as limit_exc
+from oslo_limit import limit as limit_mod
+from oslo_limit import opts as limit_opts
+
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+
+ADMIN = {"x-auth-token": "admin", "content-type": "application/json"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def server(db):
+    settings = Settings(db=db.url, quota_limits_public_read=True)
+    app = create_app(settings, db)
+    port = free_port()
+    srv = waitress.server.create_server(app, host="127.0.0.1", port=port,
+                                        threads=4)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def conf():
+    conf = cfg.CONF
+    limit_opts.register_opts(conf)
+    limit_mod._SDK_CONNECTION = None
+    yield conf
+    limit_mod._SDK_CONNECTION = None
+    conf.reset()
+    conf.clear_override("auth_type", group="oslo_limit")
+
+
+def post(base, path, body):
+    resp = requests.post(base + path, json=body, headers=ADMIN, timeout=10)
+    assert resp.status_code == 201, resp.text
+    return resp.json()
+
+
+def configure(conf, base, endpoint_id):
+    conf.set_override("auth_type", "none", group="oslo_limit")
+    conf.set_override("endpoint_override", base + "/v3", group="oslo_limit")
+    conf.set_override("endpoint_id", endpoint_id, group="oslo_limit")
+
+
+def test_oslo_limit_flat_enforcer(server, conf):
+    service = post(server, "/v3/services",
+                   {"service": {"type": "compute", "name": "nova"}})["service"]
+    post(server, "/v3/regions", {"region": {"id": "RegionOne"}})
+    endpoint = post(server, "/v3/endpoints", {"endpoint": {
+        "service_id": service["id"], "region_id": "RegionOne",
+        "interface": "public", "url": "http://nova.example.com/"}})["endpoint"]
+    post(server, "/v3/registered_limits", {"registered_limits": [
+        {"service_id": service["id"], "region_id": "RegionOne",
+         "resource_name": "cores", "default_limit": 10},
+        {"service_id": service["id"], "region_id": "RegionOne",
+         "resource_name": "ram_mb", "default_limit": -1}]})
+    project = uuid.uuid4().hex
+    post(server, "/v3/projects", {"project": {"id": project, "name": "p"}})
+    post(server, "/v3/limits", {"limits": [
+        {"project_id": project, "service_id": service["id"],
+         "region_id": "RegionOne", "resource_name": "cores",
+         "resource_limit": 4}]})
+    # Writes still need a token with the public-read setting on.
+    assert requests.post(server + "/v3/limits", json={},
+                         timeout=10).status_code == 401
+    configure(conf, server, endpoint["id"])
+
+    usage = {"cores": 3, "ram_mb": 10 ** 6}
+    enforcer = limit_mod.Enforcer(
+        lambda project_id, names: {n: usage.get(n, 0) for n in names},
+        cache=False)
+    enforcer.enforce(project, {"cores": 1, "ram_mb": 10 ** 6})
+    with pytest.raises(limit_exc.ProjectOverLimit) as info:
+        enforcer.enforce(project, {"cores": 2})
+    over = info.value.over_limit_info_list[0]
+    assert (over.resource_name, over.limit, over.current_usage,
+            over.delta) == ("cores", 4, 3, 2)
+    # Another project gets the registered default of 10.
+    enforcer.enforce(uuid.uuid4().hex, {"cores": 7})
+    # Unregistered resources are refused by oslo.limit (limit 0).
+    with pytest.raises(limit_exc.ProjectOverLimit):
+        enforcer.enforce(project, {"gpus": 1})
+    limits = dict(enforcer.get_project_limits(project, ["cores", "ram_mb"]))
+    assert limits == {"cores": 4, "ram_mb": -1}
+    usage_report = enforcer.calculate_usage(project, ["cores"])
+    assert usage_report["cores"].limit == 4
+
+
+def test_model_document_matches_what_oslo_limit_reads(server, conf):
+    # oslo.limit reads model.name from GET <endpoint>/limits/model.
+    resp = requests.get(server + "/v3/limits/model", timeout=10)
+    assert resp.status_code == 200
+    assert resp.json()["model"]["name"] == "flat"
+    # Writes stay closed even with the public-read setting.
+    resp = requests.post(server + "/v3/registered_limits",
+                         json={"registered_limits": []}, timeout=10)
+    assert resp.status_code == 401
