@@ -28,8 +28,7 @@ def _options(settings) -> dict[str, Any]:
     conf = cfg.ConfigOpts()
     files = [settings.keystone_config_file] if settings.keystone_config_file else []
     conf([], project="placement-lite", default_config_files=files)
-    options: dict[str, Any] = {"oslo_config_config": conf,
-                               "log_name": "placement_lite.keystone"}
+    options: dict[str, Any] = {"oslo_config_config": conf}
     options.update({str(k): str(v) for k, v in
                     dict(settings.keystone_authtoken or {}).items()})
     options["delay_auth_decision"] = "true"
@@ -81,4 +80,15 @@ def wrap(app, settings, options: Mapping[str, Any] | None = None):
     # public identity endpoint can be read for the challenge header.
     uri = _public_uri({**conf, "oslo_config_config": oslo})
     challenge.header = f'Keystone uri="{uri}"' if uri else None
-    return protocol
+    return KeystoneApp(protocol)
+
+
+class KeystoneApp:
+    """A plain WSGI callable around auth_token (whose webob-decorated
+    __call__ hides its signature from tools that inspect the app)."""
+
+    def __init__(self, protocol):
+        self.protocol = protocol
+
+    def __call__(self, environ, start_response):
+        return self.protocol(environ, start_response)
