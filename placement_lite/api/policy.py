@@ -119,7 +119,7 @@ def _atom(token: str) -> Check:
     if token == "!":
         return lambda creds, target, pol: False
     kind, sep, match = token.partition(":")
-    if not sep:
+    if not sep or not kind or not match:
         raise PolicyError(f"bad policy check {token!r}")
     if kind == "rule":
         return lambda creds, target, pol: pol.check(match, creds, target)
@@ -173,7 +173,7 @@ def compile_check(text: str) -> Check:
         if peek() == "(":
             take()
             inner = expr_or()
-            if take() != ")":
+            if peek() != ")" or take() != ")":
                 raise PolicyError(f"unbalanced parentheses in {text!r}")
             return inner
         token = take() if peek() is not None else None
