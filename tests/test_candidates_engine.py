@@ -1,0 +1,308 @@
+"""The candidate engine: the lazy combination step, and a property test
+comparing the engine with a brute-force reading of Placement's rules on
+small random provider worlds."""
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from sqlalchemy import delete, insert
+
+from placement_lite.candidates import engine
+from placement_lite.candidates.request import (
+    CandidateRequest, RequestGroup, parse_candidate_request)
+from placement_lite.db import tables as t
+from tests.backends import fresh_database
+from tests.candidates_world import World
+
+SHARES = "MISC_SHARES_VIA_AGGREGATE"
+
+
+def _search(req, rc_ids):
+    return engine.Search(None, req, engine.Lookups(rc_ids, {}, {}, {}))
+
+
+def test_wide_symmetric_tree_is_combined_lazily():
+    # 8 children x 6 groups is 262144 combinations; the first ten come at once.
+    groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
+              for i in range(1, 7)}
+    search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
+    search.facts_now.inventory = {(c, 1): (6, 0, 6) for c in range(2, 10)}
+    options = [list(range(2, 10))] * 6
+    start = time.perf_counter()
+    first = list(itertools.islice(search._combine(options), 10))
+    assert time.perf_counter() - start < 0.05
+    assert first[0] == (2,) * 6 and len(set(first)) == 10
+
+
+def test_merged_amounts_respect_capacity():
+    groups = {s: RequestGroup(suffix=s, resources={"X": 2}) for s in "123"}
+    search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
+    search.facts_now.inventory = {(7, 1): (5, 0, 5), (8, 1): (6, 2, 3)}
+    found = list(search._combine([[7, 8]] * 3))
+    for combo in found:
+        assert combo.count(7) <= 2  # 3 x 2 > 5
+        assert combo.count(8) <= 1  # 2 x 2 > max_unit 3, and 2 + 4 > 6
+    # Only two on 7 and one on 8 fits, in three orders.
+    assert sorted(found) == [(7, 7, 8), (7, 8, 7), (8, 7, 7)]
+
+
+def test_isolate_never_reuses_a_provider():
+    groups = {s: RequestGroup(suffix=s, resources={"X": 1}) for s in "123"}
+    search = _search(CandidateRequest(groups=groups, group_policy="isolate"),
+                     {"X": 1})
+    search.facts_now.inventory = {(c, 1): (9, 0, 9) for c in range(1, 5)}
+    found = list(search._combine([[1, 2, 3, 4]] * 3))
+    assert len(found) == 4 * 3 * 2
+    assert all(len(set(combo)) == 3 for combo in found)
+
+
+# -- the property test ------------------------------------------------------
+
+CLASSES = ["VCPU", "MEMORY_MB", "DISK_GB"]
+TRAITS = ["CUSTOM_A", "CUSTOM_B"]
+AGGS = ["a1", "a2"]
+
+
+@st.composite
+def worlds(draw):
+    providers = []  # (name, parent, inventory, traits, aggs, used)
+    for tree in range(draw(st.integers(1, 3))):
+        root = f"r{tree}"
+        names = [root]
+        providers.append((root, None) + draw(_provider_facts(False)))
+        for child in range(draw(st.integers(0, 3))):
+            name = f"r{tree}c{child}"
+            parent = draw(st.sampled_from(names))
+            names.append(name)
+            providers.append((name, parent) + draw(_provider_facts(False)))
+    for share in range(draw(st.integers(0, 1))):
+        providers.append((f"s{share}", None) + draw(_provider_facts(True)))
+    return providers
+
+
+@st.composite
+def _provider_facts(draw, sharing):
+    inventory = {}
+    used = {}
+    for rc in draw(st.sets(st.sampled_from(CLASSES), max_size=3)):
+        total = draw(st.integers(1, 6))
+        inventory[rc] = {"total": total, "reserved": draw(st.sampled_from([0, 0, 1])),
+                         "max_unit": draw(st.integers(1, total)),
+                         "step_size": draw(st.sampled_from([1, 1, 1, 2]))}
+        if draw(st.integers(0, 3)) == 0:
+            used[rc] = draw(st.integers(1, total))
+    traits = set(draw(st.sets(st.sampled_from(TRAITS))))
+    if sharing:
+        traits.add(SHARES)
+    aggs = draw(st.sets(st.sampled_from(AGGS)))
+    return inventory, sorted(traits), sorted(aggs), used
+
+
+@st.composite
+def requests(draw):
+    version = draw(st.sampled_from([(1, 28), (1, 39), (1, 39)]))
+    modern = version >= (1, 39)
+    params = {}
+    if draw(st.booleans()):
+        rcs = draw(st.sets(st.sampled_from(CLASSES), min_size=1, max_size=2))
+        params["resources"] = [",".join(f"{rc}:{draw(st.integers(1, 2))}"
+                                        for rc in sorted(rcs))]
+        _filters(draw, params, "", modern)
+    numbered = draw(st.integers(0 if params else 1, 2))
+    for i in range(1, numbered + 1):
+        rc = draw(st.sampled_from(CLASSES))
+        params[f"resources{i}"] = [f"{rc}:{draw(st.integers(1, 2))}"]
+        _filters(draw, params, str(i), modern)
+    if numbered > 1:
+        params["group_policy"] = [draw(st.sampled_from(["none", "isolate"]))]
+    if modern and numbered > 1 and draw(st.booleans()):
+        params["same_subtree"] = ["1,2"]
+    if modern and draw(st.integers(0, 4)) == 0:
+        params["root_required"] = [draw(st.sampled_from(["CUSTOM_A", "!CUSTOM_A"]))]
+    return params, version
+
+
+def _filters(draw, params, suffix, modern):
+    choice = draw(st.integers(0, 5))
+    if choice == 1:
+        params["required" + suffix] = [draw(st.sampled_from(
+            ["CUSTOM_A", "!CUSTOM_A", "in:CUSTOM_A,CUSTOM_B", "CUSTOM_A,CUSTOM_B"]
+            if modern else ["CUSTOM_A", "!CUSTOM_A", "CUSTOM_A,CUSTOM_B"]))]
+    elif choice == 2:
+        params["member_of" + suffix] = [draw(st.sampled_from(
+            ["AGG:a1", "!AGG:a1", "in:AGG:a1,AGG:a2"]
+            if modern else ["AGG:a1", "in:AGG:a1,AGG:a2"]))]
+
+
+def reference(world, providers, req):
+    """Every candidate by Placement's rules, by brute force."""
+    facts = {}
+    for name, parent, inventory, traits, aggs, used in providers:
+        facts[name] = dict(parent=parent, inventory=inventory, traits=set(traits),
+                           aggs=set(aggs), used=used)
+    def root(n):
+        while facts[n]["parent"]:
+            n = facts[n]["parent"]
+        return n
+    def ancestors(n):
+        out = {n}
+        while facts[n]["parent"]:
+            n = facts[n]["parent"]
+            out.add(n)
+        return out
+    roots = sorted({root(n) for n in facts})
+    sharing = [n for n in facts if SHARES in facts[n]["traits"]]
+    def anchors_of(s):
+        out = {root(s)}
+        for n in facts:
+            if facts[n]["aggs"] & facts[s]["aggs"]:
+                out.add(root(n))
+        return out
+    def fits(n, rc, amount, already=0):
+        inv = facts[n]["inventory"].get(rc)
+        if not inv:
+            return False
+        cap = inv["total"] - inv["reserved"]
+        total = already + amount
+        used = facts[n]["used"].get(rc, 0)
+        if already:
+            return used + total <= cap and total <= inv["max_unit"]
+        return (amount <= inv["max_unit"] and amount % inv["step_size"] == 0
+                and used + amount <= cap)
+    def uuid_aggs(n):
+        return {world.agg(a) for a in facts[n]["aggs"]}
+    def member_ok(n, member_of):
+        return all(uuid_aggs(n) & set(any_of) for any_of in member_of)
+    def traits_ok(names, required, forbidden):
+        have = set().union(*(facts[n]["traits"] for n in names))
+        if have & forbidden and any(facts[n]["traits"] & forbidden for n in names):
+            return False
+        return all(have & any_of for any_of in required)
+
+    out = set()
+    for anchor in roots:
+        if req.root_required - facts[anchor]["traits"]:
+            continue
+        if req.root_forbidden & facts[anchor]["traits"]:
+            continue
+        serving = [n for n in facts if root(n) == anchor] + [
+            s for s in sharing if anchor in anchors_of(s) and root(s) != anchor]
+        slots = []
+        for suffix, group in req.groups.items():
+            if suffix:
+                opts = [n for n in serving
+                        if all(fits(n, rc, a) for rc, a in group.resources.items())
+                        and traits_ok([n], group.required, group.forbidden)
+                        and member_ok(n, group.member_of)
+                        and not uuid_aggs(n) & group.forbidden_aggs]
+                slots.append((suffix, group.resources, opts))
+                continue
+            for rc, amount in group.resources.items():
+                opts = []
+                for n in serving:
+                    if not fits(n, rc, amount) or facts[n]["traits"] & group.forbidden:
+                        continue
+                    if group.member_of and not (member_ok(n, group.member_of)
+                                                or member_ok(anchor, group.member_of)):
+                        continue
+                    if group.forbidden_aggs and (
+                            (uuid_aggs(n) | uuid_aggs(anchor)) & group.forbidden_aggs):
+                        continue
+                    opts.append(n)
+                slots.append(("", {rc: amount}, opts))
+        for combo in itertools.product(*[s[2] for s in slots]):
+            unnumbered = [n for s, n in zip(slots, combo) if not s[0]]
+            if "" in req.groups and not traits_ok(
+                    unnumbered, req.groups[""].required, set()):
+                continue
+            numbered = [n for s, n in zip(slots, combo) if s[0]]
+            if req.group_policy == "isolate" and len(numbered) > 1 and \
+                    len(set(numbered)) != len(numbered):
+                continue
+            amounts = {}
+            ok = True
+            for (suffix, res, _), n in zip(slots, combo):
+                for rc, a in res.items():
+                    before = amounts.get((n, rc), 0)
+                    if before and not fits(n, rc, a, before):
+                        ok = False
+                    amounts[(n, rc)] = before + a
+            if not ok:
+                continue
+            for subtree in req.same_subtrees:
+                rps = {n for s, n in zip(slots, combo) if s[0] in subtree}
+                if len(rps) > 1 and not set.intersection(
+                        *(ancestors(n) for n in rps)) & rps:
+                    ok = False
+            if not req.nested_aware:
+                by_root = {}
+                for n in {n for (n, _rc) in amounts}:
+                    by_root.setdefault(root(n), set()).add(n)
+                if any(len(v) > 1 for v in by_root.values()):
+                    ok = False
+            if not ok:
+                continue
+            mappings = {}
+            for (suffix, _, _), n in zip(slots, combo):
+                mappings.setdefault(suffix, set()).add(n)
+            out.add((frozenset(amounts.items()),
+                     frozenset((k, frozenset(v)) for k, v in mappings.items())))
+    return out
+
+
+@pytest.fixture(scope="module")
+def shared_db():
+    with fresh_database("sqlite") as db:
+        with db.write() as conn:
+            conn.execute(insert(t.traits), [{"name": n} for n in TRAITS])
+        yield db
+
+
+def _clear(db):
+    with db.write() as conn:
+        for table in (t.allocations, t.consumers, t.users, t.projects,
+                      t.resource_provider_aggregates, t.placement_aggregates,
+                      t.resource_provider_traits, t.inventories):
+            conn.execute(delete(table))
+        conn.execute(t.resource_providers.update().values(
+            parent_provider_id=None, root_provider_id=None))
+        conn.execute(delete(t.resource_providers))
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(world=worlds(), request=requests())
+def test_engine_matches_brute_force(shared_db, world, request):
+    _clear(shared_db)
+    built = World(shared_db)
+    for name, parent, inventory, traits, aggs, used in world:
+        built.provider(name, parent=parent, inventory=inventory, traits=traits,
+                       aggs=aggs, used=used)
+    for agg in AGGS:
+        if agg not in built.aggs:
+            built.provider(f"holder-{agg}", aggs=[agg])
+    params, version = request
+    params = {k: [v.replace("AGG:a1", built.agg("a1")).replace(
+        "AGG:a2", built.agg("a2")) for v in vals] for k, vals in params.items()}
+    req = parse_candidate_request(params, version)
+    with shared_db.read() as conn:
+        result = engine.find(conn, req, 0)
+    names = {built.ids[n]: n for n in built.ids}
+    got = set()
+    for cand in result.candidates:
+        amounts = frozenset(((names[rp], result.class_names[rc]), a)
+                            for rp, res in cand.allocations.items()
+                            for rc, a in res.items())
+        mappings = frozenset((k, frozenset(names[rp] for rp in v))
+                             for k, v in cand.mappings.items())
+        key = (amounts, mappings)
+        assert key not in got, "duplicate candidate"
+        got.add(key)
+    expected = reference(built, world + [
+        (f"holder-{a}", None, {}, [], [a], {}) for a in AGGS
+        if a not in {x for p in world for x in p[4]}], req)
+    assert got == expected

@@ -1,0 +1,165 @@
+"""Parsing the allocation-candidate query language."""
+import pytest
+
+from placement_lite.candidates.request import (
+    Features, parse_candidate_request, parse_provider_filters)
+from placement_lite.ledger.errors import Invalid
+
+AGG1 = "11111111-1111-1111-1111-111111111111"
+AGG2 = "22222222-2222-2222-2222-222222222222"
+LATEST = (1, 39)
+
+
+def parse(version=LATEST, **params):
+    return parse_candidate_request(
+        {k: v if isinstance(v, list) else [v] for k, v in params.items()},
+        version)
+
+
+def bad(version=LATEST, **params):
+    with pytest.raises(Invalid) as exc:
+        parse(version, **params)
+    return exc.value.detail
+
+
+def test_unnumbered_group():
+    req = parse(resources="VCPU:2,MEMORY_MB:512", required="A,!B",
+                member_of=AGG1, in_tree=AGG2, limit="3")
+    group = req.groups[""]
+    assert group.resources == {"VCPU": 2, "MEMORY_MB": 512}
+    assert group.required == [{"A"}] and group.forbidden == {"B"}
+    assert group.member_of == [{AGG1}] and group.in_tree == AGG2
+    assert not group.use_same_provider and req.limit == 3
+
+
+def test_any_of_traits_and_repeats_from_1_39():
+    group = parse(resources="VCPU:1", required=["in:A,B", "C"]).groups[""]
+    assert group.required == [{"A", "B"}, {"C"}]
+
+
+def test_last_required_wins_before_1_39():
+    group = parse((1, 38), resources="VCPU:1", required=["A", "B"]).groups[""]
+    assert group.required == [{"B"}]
+
+
+def test_in_prefix_is_a_trait_name_before_1_39():
+    group = parse((1, 38), resources="VCPU:1", required="in:A").groups[""]
+    assert group.required == [{"in:A"}]
+
+
+def test_forbidden_traits_need_1_22():
+    assert "Expected 'required'" in bad((1, 21), resources="VCPU:1", required="!A")
+    assert parse((1, 22), resources="VCPU:1", required="!A").groups[""].forbidden == {"A"}
+
+
+def test_forbidden_inside_in_is_refused():
+    bad(resources="VCPU:1", required="in:A,!B")
+
+
+def test_conflicting_traits():
+    assert "Conflicting" in bad(resources="VCPU:1", required="A,!A")
+    # An any-of set is only a conflict when every member is forbidden.
+    parse(resources="VCPU:1", required=["in:A,B", "!A"])
+    bad(resources="VCPU:1", required=["in:A,B", "!A,!B"])
+
+
+@pytest.mark.parametrize("value", ["", "VCPU", "VCPU:x", "VCPU:0", "VCPU:-1",
+                                   "VCPU:1,", ":1"])
+def test_bad_resources(value):
+    bad(resources=value)
+
+
+def test_member_of_forms():
+    group = parse(resources="VCPU:1", member_of=[f"in:{AGG1},{AGG2}", AGG1,
+                                                 f"!{AGG2}"]).groups[""]
+    assert group.member_of == [{AGG1, AGG2}, {AGG1}]
+    assert group.forbidden_aggs == {AGG2}
+    group = parse(resources="VCPU:1", member_of=f"!in:{AGG1},{AGG2}").groups[""]
+    assert group.forbidden_aggs == {AGG1, AGG2} and group.member_of == []
+
+
+def test_member_of_errors():
+    assert "valid UUID" in bad(resources="VCPU:1", member_of=f"in:{AGG1},!{AGG2}")
+    assert "'in:'" in bad(resources="VCPU:1", member_of=f"{AGG1},{AGG2}")
+    assert "valid UUID" in bad((1, 31), resources="VCPU:1", member_of=f"!{AGG1}")
+    assert "Multiple member_of" in bad((1, 23), resources="VCPU:1",
+                                       member_of=[AGG1, AGG2])
+    bad(resources="VCPU:1", member_of="nope")
+
+
+def test_granular_groups_and_suffixes():
+    req = parse((1, 25), resources1="VCPU:1", required1="A", resources2="VCPU:1",
+                group_policy="none")
+    assert list(req.groups) == ["1", "2"]
+    assert req.groups["1"].use_same_provider
+    # String suffixes from 1.33 only; before, they are not group keys.
+    assert parse((1, 33), resources_X="VCPU:1").groups["_X"].resources == {"VCPU": 1}
+    assert "resources_X" not in parse((1, 32), resources="VCPU:1",
+                                      resources_X="VCPU:1").groups
+
+
+def test_unnumbered_group_comes_first():
+    req = parse(resources1="VCPU:1", resources="MEMORY_MB:1")
+    assert list(req.groups) == ["", "1"]
+
+
+def test_group_policy_required_for_two_numbered_groups():
+    assert "group_policy" in bad(resources1="VCPU:1", resources2="VCPU:1")
+    parse(resources="VCPU:1", resources1="VCPU:1")
+
+
+def test_orphans_before_1_36():
+    assert "orphaned traits" in bad((1, 35), resources="VCPU:1", required1="A")
+    assert "orphaned member_of" in bad((1, 35), resources="VCPU:1",
+                                       member_of1=AGG1)
+    assert "must specify resources" in bad((1, 35), resources="VCPU:1",
+                                           in_tree1=AGG1)
+    assert "At least one" in bad((1, 35))
+
+
+def test_resourceless_groups_from_1_36():
+    req = parse(required_A="T", resources_B="VCPU:1", same_subtree="_A,_B",
+                group_policy="none")
+    assert req.groups["_A"].resources == {} and req.same_subtrees == [{"_A", "_B"}]
+    assert "same_subtree" in bad(required_A="T", resources_B="VCPU:1",
+                                 group_policy="none")
+    assert "Real suffixes" in bad(resources_B="VCPU:1", same_subtree="_B,_C")
+    assert "Empty string" in bad(resources_B="VCPU:1", same_subtree="_B,")
+    assert "at least one" in bad(required_A="T", same_subtree="_A")
+    # The unnumbered group may not be resourceless either.
+    bad(required="T", resources_B="VCPU:1")
+
+
+def test_root_required():
+    req = parse(resources="VCPU:1", root_required="A,!B")
+    assert req.root_required == {"A"} and req.root_forbidden == {"B"}
+    bad(resources="VCPU:1", root_required="A,!A")
+    bad(resources="VCPU:1", root_required=["A", "B"])
+    assert parse((1, 34), resources="VCPU:1").root_required == set()
+
+
+def test_nested_awareness():
+    assert not parse((1, 28), resources="VCPU:1").nested_aware
+    assert parse((1, 29), resources="VCPU:1").nested_aware
+
+
+def test_in_tree_must_be_a_uuid():
+    assert "format of uuid" in bad(resources="VCPU:1", in_tree="x")
+
+
+def test_features_are_data():
+    assert Features((1, 16)).limit and not Features((1, 15)).limit
+    assert Features((1, 39)).any_traits
+
+
+def test_provider_filters():
+    flt = parse_provider_filters({"resources": ["VCPU:1"], "required": ["A,!B"],
+                                  "member_of": [AGG1, f"!{AGG2}"],
+                                  "in_tree": [AGG1]}, LATEST)
+    assert flt.resources == {"VCPU": 1}
+    assert flt.required == [{"A"}] and flt.forbidden == {"B"}
+    assert flt.member_of == [{AGG1}] and flt.forbidden_aggs == {AGG2}
+    with pytest.raises(Invalid):
+        parse_provider_filters({"required": ["!B"]}, (1, 18))
+    with pytest.raises(Invalid):
+        parse_provider_filters({"required": ["A,!A"]}, LATEST)
