@@ -249,3 +249,31 @@ def test_aggregates_are_shared_rows(db):
         assert len(conn.execute(select(t.placement_aggregates)).all()) == 1
         with pytest.raises(errors.ConcurrentUpdate):
             aggregates.set_provider_aggregates(conn, a, [], 0)
+
+
+def test_racing_writers_share_a_new_aggregate(db):
+    """Providers joining the same new aggregate at once all succeed, each
+    with its own generation check, and the aggregate row exists once."""
+    rps = [_new(db, f"member{i}") for i in range(4)]
+    agg = str(uuid.uuid4())
+    barrier = threading.Barrier(len(rps))
+    failures: list[BaseException] = []
+
+    def join(rp):
+        barrier.wait()
+        try:
+            db.run_write(lambda conn: aggregates.set_provider_aggregates(
+                conn, rp, [agg], 0), retries=0)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=join, args=(rp,)) for rp in rps]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert failures == []
+    with db.read() as conn:
+        assert len(conn.execute(select(t.placement_aggregates)).all()) == 1
+        for rp in rps:
+            assert aggregates.provider_aggregates(conn, rp) == [agg]

@@ -50,19 +50,25 @@ class ProviderFilter:
     SQLAlchemy select of one id column, built in the domain layer) of the
     providers the parameter admits; the list shows the providers every
     given filter admits. Filters are registered in PROVIDER_FILTERS and are
-    accepted from microversion `since` with the jsonschema `schema`.
+    accepted from microversion `since` with the jsonschema `schema` (or a
+    VersionedTable of schemas when the accepted syntax grows later).
     """
     name: str
     since: str
-    schema: dict
+    schema: Any
     ids: Callable[[Any, Any, falcon.Request], Any]
+    # True for a parameter that may repeat (its value is then a list).
+    repeats: bool = False
 
 
 PROVIDER_FILTERS: list[ProviderFilter] = []
 
 
 def list_query_schema(req: falcon.Request) -> dict:
-    extra = {f.name: f.schema for f in PROVIDER_FILTERS if at_least(req, f.since)}
+    version = req.context.microversion
+    extra = {f.name: f.schema.at(version) if isinstance(f.schema, VersionedTable)
+             else f.schema
+             for f in PROVIDER_FILTERS if at_least(req, f.since)}
     return schema.list_query(extra)
 
 
@@ -74,7 +80,8 @@ class ResourceProviders:
         self.services = services
 
     def on_get(self, req, resp):
-        params = request.query(req, list_query_schema(req))
+        params = request.query(req, list_query_schema(req), multi=tuple(
+            f.name for f in PROVIDER_FILTERS if f.repeats))
         with self.services.db.read() as conn:
             id_filters = [flt.ids(conn, params[flt.name], req)
                           for flt in PROVIDER_FILTERS if flt.name in params]

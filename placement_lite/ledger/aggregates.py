@@ -11,7 +11,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
 from placement_lite.ledger.providers import Provider, bump_generation
 
 _agg = t.placement_aggregates
@@ -34,14 +33,17 @@ def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
     found = dict(conn.execute(select(_agg.c.uuid, _agg.c.id)
                               .where(_agg.c.uuid.in_(wanted))).all())
     missing = [u for u in wanted if u not in found]
-    if missing:
+    for agg_uuid in missing:
         try:
-            conn.execute(insert(_agg), [{"uuid": u} for u in missing])
+            # A savepoint, so losing a race to create the same aggregate
+            # does not cost the caller its transaction (and its generation).
+            with conn.begin_nested():
+                conn.execute(insert(_agg).values(uuid=agg_uuid))
         except IntegrityError:
-            # Another writer created one of them first; a new transaction
-            # will find it.
-            raise errors.ConcurrentUpdate(
-                "Another request created the same aggregate meanwhile; retry.")
+            # The other writer's row is committed by the time the unique
+            # index lets us know about it, so the read below finds it.
+            pass
+    if missing:
         found.update(conn.execute(select(_agg.c.uuid, _agg.c.id)
                                   .where(_agg.c.uuid.in_(missing))).all())
     return found
