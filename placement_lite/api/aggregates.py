@@ -42,10 +42,10 @@ class ProviderAggregates:
 
         def replace(conn):
             provider = providers.get_by_uuid(conn, uuid)
+            seen = data["resource_provider_generation"] if checked else None
+            providers.check_generation(provider, seen)
             generation = aggregates.set_provider_aggregates(
-                conn, provider, wanted,
-                data["resource_provider_generation"] if checked else None,
-                bump=checked)
+                conn, provider, wanted, seen, bump=checked)
             return aggregates.provider_aggregates(conn, provider), generation
 
         found, generation = self.services.db.run_write(

@@ -68,6 +68,7 @@ class Inventories:
 
         def replace(conn):
             provider = providers.get_by_uuid(conn, uuid)
+            providers.check_generation(provider, data["resource_provider_generation"])
             wanted = {name: inventories.make(name, rec)
                       for name, rec in data["inventories"].items()}
             for inv in wanted.values():
@@ -129,6 +130,7 @@ class Inventory:
 
         def change(conn):
             provider = providers.get_by_uuid(conn, uuid)
+            providers.check_generation(provider, data["resource_provider_generation"])
             inv = inventories.make(resource_class, data)
             inventories.validate(provider, inv, relaxed)
             generation = inventories.update_inventory(

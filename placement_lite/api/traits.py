@@ -105,6 +105,7 @@ class ProviderTraits:
 
         def replace(conn):
             provider = providers.get_by_uuid(conn, uuid)
+            providers.check_generation(provider, data["resource_provider_generation"])
             generation = traits.set_provider_traits(
                 conn, provider, data["traits"],
                 data["resource_provider_generation"])

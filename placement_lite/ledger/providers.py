@@ -118,6 +118,13 @@ def list_providers(conn: Connection, ids=None, name: Optional[str] = None,
     return [_provider(row) for row in conn.execute(query)]
 
 
+def _stale(uuid: str, current: int, seen: Optional[int]) -> errors.ConcurrentUpdate:
+    return errors.ConcurrentUpdate(
+        f"resource provider generation conflict: resource provider {uuid} "
+        f"is at generation {current}, the request was made against "
+        f"generation {seen}. Re-read the provider and retry.")
+
+
 def bump_generation(conn: Connection, provider: Provider | int,
                     seen: Optional[int] = None) -> int:
     """Increment the provider's generation and return the new value.
@@ -138,12 +145,17 @@ def bump_generation(conn: Connection, provider: Provider | int,
         if current is None:
             raise errors.ResourceProviderNotFound(
                 f"Resource provider {provider_id} was deleted meanwhile.")
-        raise errors.ConcurrentUpdate(
-            f"resource provider generation conflict: resource provider "
-            f"{current.uuid} is at generation {current.generation}, the "
-            f"request was made against generation {seen}. Re-read the "
-            "provider and retry.")
+        raise _stale(current.uuid, current.generation, seen)
     return conn.scalar(select(_rp.c.generation).where(_rp.c.id == provider_id))
+
+
+def check_generation(provider: Provider, seen: Optional[int]) -> None:
+    """ConcurrentUpdate (409) at once if `seen` differs from the generation
+    just read, so a stale request is told so before anything else is
+    examined. The conditional UPDATE in bump_generation stays the check
+    that counts; this one only orders the answers as Placement does."""
+    if seen is not None and provider.generation != seen:
+        raise _stale(provider.uuid, provider.generation, seen)
 
 
 def _check_unique(conn: Connection, name: str, uuid: Optional[str],
