@@ -50,6 +50,8 @@ setup(
             # Proves an unmodified oslo.limit Enforcer works against /v3.
             "oslo.limit>=2.0",
             "requests>=2.28",
+            # Its ExternalServiceFilter drives the /v1 lease-policy tests.
+            "blazar>=13.0",
             # --auth keystone is tested against a fake Keystone.
             "keystonemiddleware>=10.0",
         ],

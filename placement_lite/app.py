@@ -22,6 +22,7 @@ from placement_lite.quota import enforce
 # Each module exports ROUTES = [(uri_template, ResourceClass), ...].
 API_MODULES = [
     "placement_lite.api.root",
+    "placement_lite.api.openapi",
     "placement_lite.api.allocation_candidates",
     "placement_lite.api.aggregates",
     "placement_lite.api.inventories",
@@ -29,6 +30,7 @@ API_MODULES = [
     "placement_lite.api.resource_providers",
     "placement_lite.api.traits",
     "placement_lite.api.catalog",
+    "placement_lite.api.lease",
     "placement_lite.api.limits",
     "placement_lite.api.projects",
     "placement_lite.api.quota",
@@ -78,10 +80,13 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     app.req_options.auto_parse_qs_csv = False
     app.resp_options.secure_cookies_by_default = False
     errors.install(app)
-    for template, resource in routes():
-        app.add_route(template, resource(services))
+    table = list(routes())
     if settings.metrics_enabled:
         from placement_lite.api import metrics as metrics_api
-        for template, resource in metrics_api.ROUTES:
-            app.add_route(template, resource(services))
+        table += metrics_api.ROUTES
+    # The OpenAPI document is built from exactly what is routed here.
+    services.extras["route_table"] = table
+    services.extras["public_paths"] = PUBLIC_PATHS | UNAUTHENTICATED_EXTRAS
+    for template, resource in table:
+        app.add_route(template, resource(services))
     return app
