@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import and_, case, exists, func, or_, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import filters
@@ -72,6 +72,7 @@ class Facts:
     agg_bad: dict = field(default_factory=dict)  # rp -> in a forbidden agg
     inventory: dict = field(default_factory=dict)  # (rp, rc) -> (cap, used, max)
     root_ok: set = field(default_factory=set)
+    alone: set = field(default_factory=set)  # providers alone in their tree
     root_agg_ok: dict = field(default_factory=dict)
     root_agg_bad: dict = field(default_factory=dict)
     # suffix, or ('', class id) for unnumbered slots -> root -> [rp, ...]
@@ -113,12 +114,12 @@ class Search:
                 counts[rc] = counts.get(rc, 0) + 1
         self.multi_rcs = {rc for rc, n in counts.items() if n > 1}
         self.unnumbered_slots = [i for i, s in enumerate(self.slots) if not s.numbered]
+        self.unnumbered_resources = {
+            rc: a for s in self.slots if not s.numbered for rc, a in s.resources.items()}
         self.isolate = req.group_policy == "isolate" and sum(
             1 for s in self.slots if s.numbered) > 1
-        self.need_root_facts = bool(
-            req.root_required or req.root_forbidden or (
-                self.unnumbered is not None and (
-                    self.unnumbered.member_of or self.unnumbered.forbidden_aggs)))
+        # Set once the sharing providers are known (see candidates()).
+        self.need_root_facts = False
         self.need_parents = bool(req.same_subtrees)
         self.sharing: dict = {}  # anchor root -> set of sharing provider ids
         self.shared = Facts()
@@ -127,29 +128,66 @@ class Search:
 
     # -- SQL ----------------------------------------------------------------
 
-    def _unnumbered_select(self, where):
+    def _unnumbered_select(self, where, in_trees: bool):
+        """The unnumbered group's providers in one query, a row each, with
+        the classes they can give and their facts as columns.
+
+        in_trees: the rows are read for their own trees (not as sharing
+        providers of other trees), so the aggregates of their root apply,
+        and, when no sharing provider can help, a provider alone in its
+        tree must carry the whole group itself.
+        """
         g = self.unnumbered
         lk = self.lk
-        cols = [RP.c.id, RP.c.root_provider_id, RP.c.uuid, RP.c.parent_provider_id]
-        has = [(rc, filters.has_capacity(RP.c.id, rc, amount))
-               for slot in self.slots if not slot.numbered
-               for rc, amount in slot.resources.items()]
-        cols += [case((clause, 1), else_=0) for _rc, clause in has]
-        cols += [case((filters.has_any_trait(
-            RP.c.id, [lk.trait_ids[n] for n in any_of]), 1), else_=0)
-            for any_of in g.required]
-        if g.member_of:
-            cols.append(case((and_(*filters.aggregate_clauses(
-                RP.c.id, g.member_of, (), lk.agg_ids)), 1), else_=0))
-        if g.forbidden_aggs:
-            cols.append(case((filters.in_any_aggregate(RP.c.id, [
-                lk.agg_ids[u] for u in g.forbidden_aggs if u in lk.agg_ids]),
-                1), else_=0))
-        conds = [where, or_(*[clause for _rc, clause in has])]
+        inv = t.inventories
+        other = RP.alias("tree_mate")
+        alone = ~exists().where(other.c.root_provider_id == RP.c.root_provider_id,
+                                other.c.id != RP.c.id)
+        wanted = [(rc, amount) for slot in self.slots if not slot.numbered
+                  for rc, amount in slot.resources.items()]
+        # One pass over the inventory rows of the wanted classes: each row
+        # is checked for capacity once, then folded into a flag per class.
+        flags = [func.max(case((inv.c.resource_class_id == rc, 1), else_=0))
+                 for rc, _amount in wanted]
+        traits = [filters.has_any_trait(RP.c.id, [lk.trait_ids[n] for n in any_of])
+                  for any_of in g.required]
+        group_cols = [RP.c.id, RP.c.root_provider_id, RP.c.uuid,
+                      RP.c.parent_provider_id]
+        cols = group_cols + [case((alone, 1), else_=0)] + flags
+        cols += [case((clause, 1), else_=0) for clause in traits]
+        # `+ 0` keeps SQLite from driving the query by the class index
+        # (every provider's row of the class): the slice of trees drives it.
+        conds = [where, or_(*[and_(inv.c.resource_class_id + 0 == rc,
+                                   *filters.capacity_conditions(inv, amount))
+                              for rc, amount in wanted])]
         conds += filters.trait_clauses(RP.c.id, (), g.forbidden, lk.trait_ids)
+        if g.member_of:
+            ok = [and_(*filters.aggregate_clauses(col, g.member_of, (), lk.agg_ids))
+                  for col in (RP.c.id, RP.c.root_provider_id)]
+            if in_trees:
+                conds.append(or_(*ok))
+            else:
+                cols.append(case((ok[0], 1), else_=0))
+        if g.forbidden_aggs:
+            bad_ids = [lk.agg_ids[u] for u in g.forbidden_aggs if u in lk.agg_ids]
+            bad = filters.in_any_aggregate(RP.c.id, bad_ids)
+            if in_trees:
+                conds.append(~bad)
+                conds.append(~filters.in_any_aggregate(RP.c.root_provider_id, bad_ids))
+            else:
+                cols.append(case((bad, 1), else_=0))
         if g.in_tree:
             conds.append(RP.c.root_provider_id == self.lk.tree_roots[""])
-        return select(*cols).where(*conds).order_by(RP.c.id), [rc for rc, _ in has]
+        query = (select(*cols)
+                 .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
+                 .where(*conds).group_by(*group_cols)
+                 .order_by(RP.c.root_provider_id, RP.c.id))
+        if in_trees and not self.shared_by_key:
+            query = query.having(or_(
+                and_(alone, func.count(inv.c.resource_class_id) == len(wanted),
+                     *traits),
+                ~alone))
+        return query, [rc for rc, _ in wanted]
 
     def _numbered_select(self, group: RequestGroup, where):
         lk = self.lk
@@ -162,36 +200,41 @@ class Search:
         if group.in_tree:
             conds.append(RP.c.root_provider_id == lk.tree_roots[group.suffix])
         return select(RP.c.id, RP.c.root_provider_id, RP.c.uuid,
-                      RP.c.parent_provider_id).where(*conds).order_by(RP.c.id)
+                      RP.c.parent_provider_id).where(*conds).order_by(
+                          RP.c.root_provider_id, RP.c.id)
 
-    def _read_rows(self, where, facts: Facts) -> None:
+    def _read_rows(self, where, facts: Facts, in_trees: bool = True) -> None:
         g = self.unnumbered
         if g is not None:
-            query, rc_order = self._unnumbered_select(where)
+            query, rc_order = self._unnumbered_select(where, in_trees)
             nflags = len(g.required)
-            for row in self.conn.execute(query):
+            for row in self.conn.execute(query).all():
                 rp, root = row[0], row[1]
                 facts.uuid[rp] = row[2]
                 facts.root[rp] = root
                 facts.parent[rp] = row[3]
-                pos = 4
+                if row[4]:
+                    facts.alone.add(rp)
+                pos = 5
                 for rc in rc_order:
                     if row[pos]:
                         facts.add(("", rc), rp, root)
                     pos += 1
-                facts.trait_flags[rp] = tuple(bool(x) for x in row[pos:pos + nflags])
+                if nflags:
+                    facts.trait_flags[rp] = tuple(
+                        bool(x) for x in row[pos:pos + nflags])
                 pos += nflags
-                if g.member_of:
+                if not in_trees and g.member_of:
                     facts.agg_ok[rp] = bool(row[pos])
                     pos += 1
-                if g.forbidden_aggs:
+                if not in_trees and g.forbidden_aggs:
                     facts.agg_bad[rp] = bool(row[pos])
         for suffix, group in self.req.groups.items():
             if not suffix:
                 continue
             facts.rows.setdefault(suffix, {})
             for rp, root, uuid, parent in self.conn.execute(
-                    self._numbered_select(group, where)):
+                    self._numbered_select(group, where)).all():
                 facts.uuid[rp] = uuid
                 facts.root[rp] = root
                 facts.parent[rp] = parent
@@ -257,11 +300,12 @@ class Search:
             return
         facts = self.shared
         for part in _chunks(ids):
-            self._read_rows(RP.c.id.in_(part), facts)
+            self._read_rows(RP.c.id.in_(part), facts, in_trees=False)
         self.shared_by_key = {key: facts.providers(key) for key in facts.rows}
         eligible = set().union(*self.shared_by_key.values()) \
             if self.shared_by_key else set()
         if not eligible:
+            self.shared_by_key = {}
             return
         for part in _chunks(sorted(eligible)):
             self._read_inventory(RP.c.id.in_(part), facts)
@@ -297,25 +341,36 @@ class Search:
             opts = list(facts.rows.get(key, {}).get(anchor, ()))
             if sharers and not (not slot.numbered and g.in_tree):
                 eligible = self.shared_by_key.get(key, ())
-                opts += [ss for ss in sorted(sharers)
+                extra = [ss for ss in sorted(sharers)
                          if ss in eligible and ss not in opts]
-            if not slot.numbered and (g.member_of or g.forbidden_aggs):
-                kept = []
-                for rp in opts:
-                    if g.member_of and not (
-                            self._fact(facts, "agg_ok", rp)
-                            or root_agg_ok.get(anchor, False)):
-                        continue
-                    if g.forbidden_aggs and (
-                            self._fact(facts, "agg_bad", rp)
-                            or root_agg_bad.get(anchor, False)):
-                        continue
-                    kept.append(rp)
-                opts = kept
+                if not slot.numbered and (g.member_of or g.forbidden_aggs):
+                    extra = self._sharing_aggregates_ok(extra, anchor, facts)
+                opts += extra
             if not opts:
                 return None
             out.append(opts)
         return out
+
+    def _sharing_aggregates_ok(self, sharers, anchor, facts) -> list:
+        """The unnumbered group's aggregate rule for a sharing provider
+        serving anchor's tree: it or the anchor root is in the aggregates,
+        and neither is in a forbidden one. (For providers of the tree
+        itself the SQL has applied the rule already.)"""
+        g = self.unnumbered
+        root_agg_ok = facts.root_agg_ok
+        root_agg_bad = facts.root_agg_bad
+        kept = []
+        for rp in sharers:
+            if g.member_of and not (
+                    self._fact(facts, "agg_ok", rp)
+                    or root_agg_ok.get(anchor, False)):
+                continue
+            if g.forbidden_aggs and (
+                    self._fact(facts, "agg_bad", rp)
+                    or root_agg_bad.get(anchor, False)):
+                continue
+            kept.append(rp)
+        return kept
 
     def _fact(self, facts: Facts, name: str, rp: int):
         value = getattr(facts, name).get(rp)
@@ -384,7 +439,11 @@ class Search:
         last_unnumbered = self.unnumbered_slots[-1] if self.unnumbered_slots else -1
         facts = self.facts_now
 
+        multi = bool(self.multi_rcs)
+
         def fits(rp, slot):
+            if not multi:
+                return ()
             added = []
             for rc, amount in slot.resources.items():
                 if rc not in self.multi_rcs:
@@ -445,6 +504,14 @@ class Search:
 
     def candidates(self) -> Iterator[Candidate]:
         self._read_sharing()
+        g = self.unnumbered
+        self.need_root_facts = bool(
+            self.req.root_required or self.req.root_forbidden or (
+                self.sharing and g is not None and (g.member_of or g.forbidden_aggs)))
+        # A tree of one provider, with no sharing provider to help and no
+        # numbered group, is a candidate exactly when the SQL returned it.
+        single = g is not None and not self.sharing and all(
+            not s.numbered for s in self.slots)
         seen = set()
         for lo, hi in self._spans():
             facts = Facts()
@@ -464,6 +531,10 @@ class Search:
             if self.need_parents:
                 self._read_parents(where, facts)
             for anchor in sorted(anchors):
+                if single and anchor in facts.alone:
+                    yield Candidate({anchor: dict(self.unnumbered_resources)},
+                                    {"": [anchor]})
+                    continue
                 options = self._options(anchor, facts)
                 if options is None:
                     continue

@@ -34,6 +34,18 @@ def _parts(ids: Iterable[int]):
         yield ids[i:i + IN_CHUNK]
 
 
+def _where(column, ids: Iterable[int]):
+    """Conditions selecting `ids` in `column`: a range where the ids are
+    dense (cheaper than a long IN list; the caller drops the extras), an
+    IN list where they are sparse."""
+    for part in _parts(ids):
+        lo, hi = part[0], part[-1]
+        if hi - lo < 4 * len(part):
+            yield column.between(lo, hi)
+        else:
+            yield column.in_(part)
+
+
 def summarize(conn: Connection, result: Result, whole_trees: bool,
               classes: Optional[set] = None, with_traits: bool = True) -> dict:
     """provider id -> Summary, ordered by provider id.
@@ -49,15 +61,18 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     if whole_trees:
         column = rp.c.root_provider_id
         keys = {result.roots[p] for p in used}
+        # Every tree's root is itself one of the rows.
     else:
         column = rp.c.id
         keys = used
+    key_index = 0 if column is rp.c.id else 3
     rows = {}
-    for part in _parts(keys):
+    for cond in _where(column, keys):
         for row in conn.execute(select(
                 rp.c.id, rp.c.uuid, rp.c.parent_provider_id,
-                rp.c.root_provider_id).where(column.in_(part))):
-            rows[row[0]] = row
+                rp.c.root_provider_id).where(cond)).all():
+            if row[key_index] in keys:
+                rows[row[0]] = row
     uuid_of = {pid: row[1] for pid, row in rows.items()}
     missing = {row[2] for row in rows.values() if row[2] not in uuid_of} | {
         row[3] for row in rows.values() if row[3] not in uuid_of}
@@ -78,11 +93,12 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
                           .join(rp, rp.c.id == inv.c.resource_provider_id)))
     if classes is not None:
         query = query.where(rc.c.name.in_(sorted(classes)))
-    for part in _parts(keys):
+    for cond in _where(column, keys):
         for pid, name, total, reserved, ratio, usage in conn.execute(
-                query.where(column.in_(part)).order_by(inv.c.resource_class_id)):
-            out[pid].resources[name] = (
-                int((total - reserved) * ratio), int(usage or 0))
+                query.where(cond).order_by(inv.c.resource_class_id)).all():
+            if pid in out:
+                out[pid].resources[name] = (
+                    int((total - reserved) * ratio), int(usage or 0))
 
     if with_traits:
         rpt = t.resource_provider_traits
@@ -90,9 +106,10 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
         query = (select(rpt.c.resource_provider_id, tr.c.name)
                  .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id)
                               .join(rp, rp.c.id == rpt.c.resource_provider_id)))
-        for part in _parts(keys):
-            for pid, name in conn.execute(query.where(column.in_(part))):
-                out[pid].traits.append(name)
+        for cond in _where(column, keys):
+            for pid, name in conn.execute(query.where(cond)).all():
+                if pid in out:
+                    out[pid].traits.append(name)
         for summary in out.values():
             summary.traits.sort()
     return out

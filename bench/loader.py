@@ -1,0 +1,143 @@
+"""Provider worlds for the benchmark.
+
+`load_flat` gives the shape of Placement's perfload job: N compute nodes
+with VCPU, MEMORY_MB and DISK_GB, one aggregate on half of them and the
+trait HW_CPU_X86_AVX2 on two thirds. `load_nested` gives N trees of seven
+providers: a compute root with DISK_GB, two NUMA nodes (VCPU, MEMORY_MB,
+HW_NUMA_ROOT), three FPGAs and a PGPU below them.
+
+Big worlds go straight into the database in bulk (the database the
+server under test uses); small ones can go through the HTTP API.
+"""
+from __future__ import annotations
+
+import uuid as uuidlib
+
+from sqlalchemy import func, insert, select
+
+from placement_lite.db import migrate, tables as t
+from placement_lite.db.engine import Database
+from placement_lite.ledger import standards
+
+AGGREGATE = "b0a5e1a8-1d1c-4c55-9f5a-0c1d0e7e0a01"
+AVX2 = "HW_CPU_X86_AVX2"
+NUMA = "HW_NUMA_ROOT"
+BATCH = 5000
+
+FLAT_INVENTORY = {
+    "VCPU": dict(total=32, reserved=0, allocation_ratio=4.0, max_unit=32),
+    "MEMORY_MB": dict(total=131072, reserved=512, allocation_ratio=1.5,
+                      max_unit=131072),
+    "DISK_GB": dict(total=2048, reserved=0, allocation_ratio=1.0, max_unit=2048),
+}
+
+# name suffix, parent index (within the tree), inventory, traits
+TREE = [
+    ("", None, {"DISK_GB": dict(total=2048, max_unit=2048)}, []),
+    ("numa0", 0, {"VCPU": dict(total=16, max_unit=16),
+                  "MEMORY_MB": dict(total=65536, max_unit=65536)}, [NUMA]),
+    ("numa1", 0, {"VCPU": dict(total=16, max_unit=16),
+                  "MEMORY_MB": dict(total=65536, max_unit=65536)}, [NUMA]),
+    ("fpga0", 1, {"FPGA": dict(total=1, max_unit=1)}, []),
+    ("fpga1", 2, {"FPGA": dict(total=1, max_unit=1)}, []),
+    ("fpga2", 2, {"FPGA": dict(total=1, max_unit=1)}, []),
+    ("pgpu0", 1, {"PGPU": dict(total=2, max_unit=1)}, []),
+]
+
+
+def open_db(url: str) -> Database:
+    db = Database(url)
+    migrate.upgrade(db.engine)
+    standards.sync(db)
+    return db
+
+
+class _Bulk:
+    def __init__(self, conn, tag):
+        self.conn = conn
+        self.tag = tag
+        self.rc = dict(conn.execute(select(t.resource_classes.c.name,
+                                           t.resource_classes.c.id)).all())
+        self.traits = dict(conn.execute(select(t.traits.c.name, t.traits.c.id)).all())
+        self.next_id = (conn.execute(select(func.max(t.resource_providers.c.id)))
+                        .scalar() or 0) + 1
+        self.rps, self.invs, self.rpt, self.rpa = [], [], [], []
+        agg = conn.execute(select(t.placement_aggregates.c.id).where(
+            t.placement_aggregates.c.uuid == AGGREGATE)).scalar()
+        if agg is None:
+            agg = conn.execute(insert(t.placement_aggregates).values(
+                uuid=AGGREGATE)).inserted_primary_key[0]
+        self.agg = agg
+
+    def provider(self, name, parent=None, root=None, inventory=(), traits=(),
+                 in_aggregate=False):
+        pid = self.next_id
+        self.next_id += 1
+        self.rps.append(dict(id=pid, uuid=str(uuidlib.uuid4()),
+                             name=f"{self.tag}-{name}", generation=1,
+                             parent_provider_id=parent,
+                             root_provider_id=root or pid))
+        for rc, spec in dict(inventory).items():
+            row = dict(resource_provider_id=pid, resource_class_id=self.rc[rc],
+                       reserved=0, min_unit=1, step_size=1, allocation_ratio=1.0)
+            row.update(spec)
+            self.invs.append(row)
+        for trait in traits:
+            self.rpt.append(dict(resource_provider_id=pid,
+                                 trait_id=self.traits[trait]))
+        if in_aggregate:
+            self.rpa.append(dict(resource_provider_id=pid, aggregate_id=self.agg))
+        if len(self.rps) >= BATCH:
+            self.flush()
+        return pid
+
+    def flush(self):
+        for table, rows in ((t.resource_providers, self.rps),
+                            (t.inventories, self.invs),
+                            (t.resource_provider_traits, self.rpt),
+                            (t.resource_provider_aggregates, self.rpa)):
+            if rows:
+                self.conn.execute(insert(table), rows)
+                rows.clear()
+
+
+def load_flat(db: Database, count: int, tag: str = "cn") -> None:
+    with db.write() as conn:
+        bulk = _Bulk(conn, tag)
+        for i in range(count):
+            bulk.provider(f"{i}", inventory=FLAT_INVENTORY,
+                          traits=[AVX2] if i % 3 else [],
+                          in_aggregate=i % 2 == 0)
+        bulk.flush()
+
+
+def load_nested(db: Database, count: int, tag: str = "tree") -> None:
+    with db.write() as conn:
+        bulk = _Bulk(conn, tag)
+        for i in range(count):
+            ids = []
+            for suffix, parent, inventory, traits in TREE:
+                root = ids[0] if ids else None
+                ids.append(bulk.provider(
+                    f"{i}-{suffix}" if suffix else f"{i}",
+                    parent=ids[parent] if parent is not None else None,
+                    root=root, inventory=inventory, traits=traits,
+                    in_aggregate=not ids))
+        bulk.flush()
+
+
+def load_flat_http(client, count: int, tag: str = "cn") -> None:
+    """The same flat world through the API (slow; for small N)."""
+    for i in range(count):
+        uid = str(uuidlib.uuid4())
+        client.post("/resource_providers", {"name": f"{tag}-{i}", "uuid": uid})
+        client.put(f"/resource_providers/{uid}/inventories", {
+            "resource_provider_generation": 0, "inventories": FLAT_INVENTORY})
+        gen = 1
+        if i % 3:
+            client.put(f"/resource_providers/{uid}/traits", {
+                "resource_provider_generation": gen, "traits": [AVX2]})
+            gen += 1
+        if i % 2 == 0:
+            client.put(f"/resource_providers/{uid}/aggregates", {
+                "resource_provider_generation": gen, "aggregates": [AGGREGATE]})
