@@ -27,7 +27,8 @@ setup(
         "placement_lite.migrations": "migrations",
         "placement_lite.migrations.versions": "migrations/versions",
     },
-    package_data={"placement_lite.migrations": ["script.py.mako"]},
+    package_data={"placement_lite.migrations": ["script.py.mako"],
+                  "placement_lite.api": ["openapi.yaml"]},
     install_requires=[
         "falcon>=4.0",
         "waitress>=3.0",
