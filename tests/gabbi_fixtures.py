@@ -119,3 +119,46 @@ class CORSFixture(APIFixture):
 
 class MetricsFixture(APIFixture):
     settings_overrides = {"metrics_enabled": True}
+
+
+def _seed_claims(db, claims):
+    """Write allocations straight through the ledger (no quota check):
+    claims is [(project, VCPU used, consumer type)]."""
+    from placement_lite.ledger import allocations as ledger_allocations
+    from tests import factories
+
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=1000)["uuid"]
+        ledger_allocations.replace(conn, [
+            ledger_allocations.ConsumerWrite(
+                str(uuid.uuid4()), project, "seed-user", {rp: {"VCPU": used}},
+                consumer_type=ctype)
+            for project, used, ctype in claims])
+
+
+class QuotaFlatFixture(APIFixture):
+    """Flat quota; project proj-p already uses 4 VCPU in one INSTANCE."""
+    settings_overrides = {"quota_enforce": True, "quota_model": "flat",
+                          "quota_resource_usage": {"cores": "class:VCPU"}}
+
+    def prepare(self, db):
+        _seed_claims(db, [("proj-p", 4, "INSTANCE")])
+
+
+class QuotaStrictFixture(APIFixture):
+    """strict_two_level quota; proj-b and proj-c already use 8 VCPU each."""
+    settings_overrides = {"quota_enforce": True,
+                          "quota_model": "strict_two_level"}
+
+    def prepare(self, db):
+        _seed_claims(db, [("proj-b", 8, None), ("proj-c", 8, None)])
+
+
+class LeasePolicyFixture(APIFixture):
+    """The /v1 lease-policy service with Blazar's static token."""
+    settings_overrides = {
+        "lease_token": "lease-secret",
+        "lease_max_duration_hours": 24,
+        "lease_exempt_projects": ("vip",),
+        "lease_max_amount": {"physical:host": 4},
+    }
