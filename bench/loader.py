@@ -141,3 +141,24 @@ def load_flat_http(client, count: int, tag: str = "cn") -> None:
         if i % 2 == 0:
             client.put(f"/resource_providers/{uid}/aggregates", {
                 "resource_provider_generation": gen, "aggregates": [AGGREGATE]})
+
+
+WIDE_CLASS = "CUSTOM_WIDE"
+
+
+def load_wide(db: Database, children: int = 8, units: int = 6,
+              tag: str = "wide") -> None:
+    """One root with `children` children of `units` CUSTOM_WIDE each: the
+    shape whose candidates explode combinatorially with granular groups."""
+    rc = t.resource_classes
+    with db.write() as conn:
+        if conn.execute(select(rc.c.id).where(rc.c.name == WIDE_CLASS)).scalar() is None:
+            top = conn.execute(select(func.max(rc.c.id))).scalar() or 0
+            conn.execute(insert(rc).values(id=max(top + 1, t.CUSTOM_CLASS_MIN_ID),
+                                           name=WIDE_CLASS))
+        bulk = _Bulk(conn, tag)
+        root = bulk.provider("root")
+        for i in range(children):
+            bulk.provider(f"child{i}", parent=root, root=root, inventory={
+                WIDE_CLASS: dict(total=units, max_unit=units)})
+        bulk.flush()

@@ -125,6 +125,10 @@ class Search:
         self.shared = Facts()
         self.shared_by_key: dict = {}
         self.facts_now = Facts()
+        # How many candidates the caller will take (None: all), and how
+        # many were produced so far; they size the slices.
+        self.bound: Optional[int] = None
+        self.yielded = 0
 
     # -- SQL ----------------------------------------------------------------
 
@@ -165,7 +169,8 @@ class Search:
             ok = [and_(*filters.aggregate_clauses(col, g.member_of, (), lk.agg_ids))
                   for col in (RP.c.id, RP.c.root_provider_id)]
             if in_trees:
-                conds.append(or_(*ok))
+                conds.append(or_(ok[0], and_(RP.c.root_provider_id != RP.c.id,
+                                             ok[1])))
             else:
                 cols.append(case((ok[0], 1), else_=0))
         if g.forbidden_aggs:
@@ -180,7 +185,11 @@ class Search:
             conds.append(RP.c.root_provider_id == self.lk.tree_roots[""])
         query = (select(*cols)
                  .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
-                 .where(*conds).group_by(*group_cols)
+                 .where(*conds)
+                 # In the order of the root index, so neither the grouping
+                 # nor the ordering needs a sort.
+                 .group_by(RP.c.root_provider_id, RP.c.id, RP.c.uuid,
+                           RP.c.parent_provider_id)
                  .order_by(RP.c.root_provider_id, RP.c.id))
         if in_trees and not self.shared_by_key:
             query = query.having(or_(
@@ -489,18 +498,25 @@ class Search:
         yield from walk(0)
 
     def _spans(self) -> Iterator[tuple]:
+        """Root id ranges to read, sized from what the slices so far
+        yielded, so a bounded answer reads little more than it needs."""
         lo_hi = self.conn.execute(select(func.min(RP.c.id), func.max(RP.c.id))).one()
         if lo_hi[0] is None:
             return
         lo, top = lo_hi
+        start = lo
         span = FIRST_SPAN
-        if self.req.limit and not self.randomize:
-            span = max(FIRST_SPAN, 8 * self.req.limit)
+        if self.bound:
+            span = max(FIRST_SPAN, 2 * self.bound)
         while lo <= top:
             hi = min(lo + span - 1, top)
             yield lo, hi
             lo = hi + 1
             span = min(span * 2, MAX_SPAN)
+            if self.bound and self.yielded:
+                per_id = self.yielded / (hi - start + 1)
+                needed = self.bound - self.yielded
+                span = int(min(max(needed / per_id * 1.2, FIRST_SPAN), MAX_SPAN))
 
     def candidates(self) -> Iterator[Candidate]:
         self._read_sharing()
@@ -532,6 +548,7 @@ class Search:
                 self._read_parents(where, facts)
             for anchor in sorted(anchors):
                 if single and anchor in facts.alone:
+                    self.yielded += 1
                     yield Candidate({anchor: dict(self.unnumbered_resources)},
                                     {"": [anchor]})
                     continue
@@ -546,6 +563,7 @@ class Search:
                     if not self.req.nested_aware and not self._one_per_tree_ok(chosen):
                         continue
                     seen.add(chosen)
+                    self.yielded += 1
                     yield self._candidate(chosen)
 
     def _candidate(self, chosen) -> Candidate:
@@ -601,6 +619,7 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     bound = max_candidates if max_candidates and max_candidates > 0 else None
     if req.limit and not randomize:
         bound = min(bound, req.limit) if bound else req.limit
+    search.bound = bound
     found: list = []
     uuids: dict = {}
     roots: dict = {}

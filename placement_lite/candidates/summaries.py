@@ -40,7 +40,7 @@ def _where(column, ids: Iterable[int]):
     IN list where they are sparse."""
     for part in _parts(ids):
         lo, hi = part[0], part[-1]
-        if hi - lo < 4 * len(part):
+        if hi - lo < 2 * len(part):
             yield column.between(lo, hi)
         else:
             yield column.in_(part)

@@ -1,0 +1,2 @@
+"""The placement-lite benchmark: load provider worlds, time candidate
+queries, concurrent throughput and concurrent claims over HTTP."""

@@ -1,0 +1,175 @@
+"""python -m bench {load,query,throughput,claims,suite} ... (prints JSON)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench import loader, runner
+from bench.client import Client
+
+
+def _load(args):
+    db = loader.open_db(args.db)
+    start = time.perf_counter()
+    if args.shape == "flat":
+        loader.load_flat(db, args.count)
+    elif args.shape == "nested":
+        loader.load_nested(db, args.count)
+    else:
+        loader.load_wide(db)
+    return {"loaded": args.shape, "count": args.count,
+            "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _load_http(args):
+    start = time.perf_counter()
+    loader.load_flat_http(Client(args.url), args.count)
+    return {"loaded": "flat", "via": "http", "count": args.count,
+            "seconds": round(time.perf_counter() - start, 2)}
+
+
+class Server:
+    """placement-lite serve on a fresh port, for the suite."""
+
+    def __init__(self, db_url, port, workers=1, extra=()):
+        self.url = f"http://127.0.0.1:{port}"
+        cmd = [sys.executable, "-m", "placement_lite.cli", "serve", "--db", db_url,
+               "--port", str(port), "--workers", str(workers),
+               "--log-level", "WARNING", *extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status, _ = Client(self.url).get("/healthcheck")
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("the server did not start")
+
+    def pids(self):
+        found = [self.proc.pid]
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as fh:
+                found += [int(p) for p in fh.read().split()]
+        except OSError:
+            pass
+        return found
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _suite(args):
+    """Every scenario of bench/README.md, each on a fresh SQLite database
+    and a fresh server."""
+    out = {}
+    port = args.port
+    workdir = tempfile.mkdtemp(prefix="pl-bench-", dir=args.workdir)
+
+    def scenario(name, shape, count, queries, workers=1, tput=None, claim=None,
+                 server_args=()):
+        nonlocal port
+        db_url = f"sqlite:///{os.path.join(workdir, name + '.sqlite')}"
+        db = loader.open_db(db_url)
+        {"flat": loader.load_flat, "nested": loader.load_nested,
+         "wide": lambda d, c: loader.load_wide(d)}[shape](db, count)
+        db.dispose()
+        port += 1
+        server = Server(db_url, port, workers, server_args)
+        try:
+            results = {"providers": count, "workers": workers}
+            for label, limit in queries:
+                results[label] = runner.time_query(server.url, shape, args.runs, limit)
+            if tput:
+                results["throughput"] = runner.throughput(
+                    server.url, shape, tput, args.seconds)
+            if claim:
+                results["claims"] = runner.claims(server.url, claim, args.per_client)
+            results["peak_rss_mb"] = runner.peak_rss_mb(server.pids())
+        finally:
+            server.stop()
+        out[name] = results
+        print(json.dumps({name: results}), file=sys.stderr)
+
+    scenario("flat_10k", "flat", 10000, [("full", None), ("limit_5", 5)])
+    scenario("flat_10k_uncapped", "flat", 10000, [("full", None)],
+             server_args=("--max-allocation-candidates", "-1"))
+    scenario("flat_100k", "flat", args.big, [("limit_100", 100)])
+    scenario("nested_1k", "nested", 1000, [("full", None), ("limit_5", 5)])
+    scenario("nested_10k", "nested", 10000, [("limit_5", 5)])
+    scenario("wide_tree", "wide", 1, [("limit_10", 10)])
+    scenario("concurrent_1k", "flat", 1000, [("limit_10", 10)], workers=2,
+             tput=args.clients)
+    scenario("claims_200", "flat", 200, [], workers=2, claim=args.clients)
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("load", help="bulk-load a world into a database")
+    p.add_argument("--db", required=True)
+    p.add_argument("--shape", choices=["flat", "nested", "wide"], default="flat")
+    p.add_argument("--count", type=int, default=1000)
+    p = sub.add_parser("load-http", help="load a flat world through the API")
+    p.add_argument("--url", required=True)
+    p.add_argument("--count", type=int, default=100)
+    p = sub.add_parser("query", help="time the candidates query")
+    p.add_argument("--url", required=True)
+    p.add_argument("--shape", choices=list(runner.QUERIES), default="flat")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--limit", type=int)
+    p = sub.add_parser("throughput", help="concurrent candidate queries")
+    p.add_argument("--url", required=True)
+    p.add_argument("--shape", choices=list(runner.QUERIES), default="flat")
+    p.add_argument("--clients", type=int, default=10)
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--limit", type=int)
+    p = sub.add_parser("claims", help="concurrent candidates + PUT /allocations")
+    p.add_argument("--url", required=True)
+    p.add_argument("--clients", type=int, default=10)
+    p.add_argument("--per-client", type=int, default=20)
+    p = sub.add_parser("suite", help="every scenario, with its own servers")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--port", type=int, default=18800)
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--clients", type=int, default=10)
+    p.add_argument("--per-client", type=int, default=20)
+    p.add_argument("--big", type=int, default=100000)
+    args = parser.parse_args(argv)
+    if args.command == "load":
+        result = _load(args)
+    elif args.command == "load-http":
+        result = _load_http(args)
+    elif args.command == "query":
+        result = runner.time_query(args.url, args.shape, args.runs, args.limit)
+    elif args.command == "throughput":
+        result = runner.throughput(args.url, args.shape, args.clients,
+                                   args.seconds, args.limit)
+    elif args.command == "claims":
+        result = runner.claims(args.url, args.clients, args.per_client)
+    else:
+        result = _suite(args)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

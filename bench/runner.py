@@ -1,0 +1,171 @@
+"""Timings over HTTP: candidate queries, concurrent throughput, concurrent
+claims with the capacity-invariant check afterwards."""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid as uuidlib
+from urllib.parse import urlencode
+
+from bench import loader
+from bench.client import Client
+
+FLAT_QUERY = {"resources": "VCPU:1,MEMORY_MB:256,DISK_GB:10",
+              "member_of": loader.AGGREGATE, "required": loader.AVX2}
+NESTED_QUERY = {"resources": "DISK_GB:10",
+                "resources_COMPUTE": "VCPU:2,MEMORY_MB:1024",
+                "required_COMPUTE": loader.NUMA,
+                "resources_ACCEL": "FPGA:1",
+                "same_subtree": "_COMPUTE,_ACCEL",
+                "group_policy": "isolate"}
+WIDE_QUERY = {**{f"resources{i}": "CUSTOM_WIDE:1" for i in range(1, 7)},
+              "group_policy": "none"}
+QUERIES = {"flat": FLAT_QUERY, "nested": NESTED_QUERY, "wide": WIDE_QUERY}
+
+
+def candidates_path(shape: str, limit=None) -> str:
+    params = dict(QUERIES[shape])
+    if limit:
+        params["limit"] = str(limit)
+    return "/allocation_candidates?" + urlencode(params)
+
+
+def _pct(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def time_query(url: str, shape: str, runs: int = 20, limit=None) -> dict:
+    client = Client(url)
+    path = candidates_path(shape, limit)
+    client.get(path)  # warm caches and the connection
+    times = []
+    count = summaries = None
+    for _ in range(runs):
+        elapsed, status, body = client.timed_get(path)
+        if status != 200:
+            raise RuntimeError(f"GET {path} answered {status}: {body}")
+        times.append(elapsed)
+        count = len(body["allocation_requests"])
+        summaries = len(body["provider_summaries"])
+    return {"shape": shape, "limit": limit, "runs": runs,
+            "candidates": count, "summaries": summaries,
+            "median_ms": round(1000 * statistics.median(times), 2),
+            "p95_ms": round(1000 * _pct(times, 0.95), 2)}
+
+
+def throughput(url: str, shape: str, clients: int = 10, seconds: float = 10.0,
+               limit=None) -> dict:
+    path = candidates_path(shape, limit)
+    stop = time.monotonic() + seconds
+    counts = [0] * clients
+    errors = [0] * clients
+    latencies: list = []
+    lock = threading.Lock()
+
+    def work(i):
+        client = Client(url)
+        mine = []
+        while time.monotonic() < stop:
+            elapsed, status, _ = client.timed_get(path)
+            if status == 200:
+                counts[i] += 1
+                mine.append(elapsed)
+            else:
+                errors[i] += 1
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    start = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.monotonic() - start
+    return {"shape": shape, "clients": clients, "seconds": round(wall, 2),
+            "queries": sum(counts), "errors": sum(errors),
+            "queries_per_s": round(sum(counts) / wall, 1),
+            "median_ms": round(1000 * statistics.median(latencies), 2)
+            if latencies else None}
+
+
+def claims(url: str, clients: int = 10, per_client: int = 20,
+           resources: str = "VCPU:8,MEMORY_MB:1024,DISK_GB:100") -> dict:
+    """Each client asks for candidates then claims one with PUT
+    /allocations/{consumer}; afterwards every provider's usage must be
+    within its capacity."""
+    project, user = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    path = "/allocation_candidates?" + urlencode(
+        {"resources": resources, "limit": "10"})
+    outcome = {"claimed": 0, "conflicts": 0, "no_candidates": 0, "errors": 0}
+    lock = threading.Lock()
+    status, _ = Client(url).put(f"/allocations/{uuidlib.uuid4()}", {
+        "allocations": {}, "project_id": project, "user_id": user,
+        "consumer_generation": None})
+    if status in (404, 405):
+        return {"skipped": "the allocations API is not available"}
+
+    def work(i):
+        client = Client(url)
+        import random
+        for _ in range(per_client):
+            status, body = client.get(path)
+            if status != 200:
+                key = "errors"
+            elif not body["allocation_requests"]:
+                key = "no_candidates"
+            else:
+                choice = random.choice(body["allocation_requests"])
+                status, _ = client.put(f"/allocations/{uuidlib.uuid4()}", {
+                    "allocations": choice["allocations"], "project_id": project,
+                    "user_id": user, "consumer_generation": None})
+                key = ("claimed" if status == 204 else
+                       "conflicts" if status == 409 else "errors")
+            with lock:
+                outcome[key] += 1
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    outcome["seconds"] = round(time.monotonic() - start, 2)
+    outcome["claims_per_s"] = round(outcome["claimed"] / outcome["seconds"], 1)
+    outcome["invariant_violations"] = check_invariant(url)
+    return outcome
+
+
+def check_invariant(url: str) -> list:
+    """Providers and classes whose usage exceeds
+    (total - reserved) * allocation_ratio."""
+    client = Client(url)
+    status, body = client.get("/resource_providers")
+    bad = []
+    for rp in body["resource_providers"]:
+        _, inv = client.get(f"/resource_providers/{rp['uuid']}/inventories")
+        _, use = client.get(f"/resource_providers/{rp['uuid']}/usages")
+        for rc, amount in use["usages"].items():
+            spec = inv["inventories"].get(rc)
+            cap = ((spec["total"] - spec["reserved"]) * spec["allocation_ratio"]
+                   if spec else 0)
+            if amount > cap:
+                bad.append({"provider": rp["uuid"], "class": rc,
+                            "used": amount, "capacity": cap})
+    return bad
+
+
+def peak_rss_mb(pids) -> float:
+    """The largest peak resident set (VmHWM) among the given processes."""
+    peak = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            continue
+    return round(peak / 1024, 1)
