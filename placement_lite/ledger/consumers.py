@@ -5,8 +5,10 @@ it with its first allocation and remove it when its last one goes.
 
 Projects, users and consumer types are keyed by their external names and
 created on first use. Two writers may create the same name at once; the
-loser's insert runs in a savepoint so its transaction survives the unique
-violation and simply reads the winner's row.
+loser's unique violation becomes a retryable ConcurrentUpdate, so the
+write runs again in a new transaction that sees the winner's row. (A
+savepoint would not do: MariaDB answers racing duplicate inserts with a
+deadlock that rolls back the whole transaction, savepoint included.)
 """
 from __future__ import annotations
 
@@ -50,14 +52,12 @@ def _ensure_named(conn: Connection, table, column, value: str) -> int:
     if found is not None:
         return found
     try:
-        with conn.begin_nested():
-            return conn.execute(insert(table).values({column.key: value})
-                                ).inserted_primary_key[0]
+        return conn.execute(insert(table).values({column.key: value})
+                            ).inserted_primary_key[0]
     except IntegrityError:
-        found = conn.scalar(select(table.c.id).where(column == value))
-        if found is None:
-            raise
-        return found
+        raise errors.ConcurrentUpdate(
+            f"{table.name} row {value!r} was created by another request; "
+            "retrying.")
 
 
 def ensure_project(conn: Connection, external_id: str) -> int:
@@ -117,9 +117,8 @@ def create(conn: Connection, uuid: str, project: str, user: str,
               "consumer_type_id": (ensure_consumer_type(conn, consumer_type)
                                    if consumer_type else None)}
     try:
-        with conn.begin_nested():
-            new_id = conn.execute(insert(t.consumers).values(values)
-                                  ).inserted_primary_key[0]
+        new_id = conn.execute(insert(t.consumers).values(values)
+                              ).inserted_primary_key[0]
     except IntegrityError:
         # Another writer created this consumer since we looked: start over
         # in a fresh transaction, which will see it.

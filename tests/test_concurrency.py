@@ -1,0 +1,158 @@
+"""Racing claims never oversell a provider.
+
+Real processes (each with its own engine and connection pool) each run
+several threads that claim one unit at a time on a few small providers
+until every provider refuses. Afterwards, for every provider and class,
+usage <= (total - reserved) * allocation_ratio; the claims granted equal
+the capacity there was; no attempt ended in an unexpected error; and the
+per-project usage sums equal the allocations each project was granted.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import random
+import threading
+import uuid
+
+from sqlalchemy import func, select
+
+from placement_lite.db import tables as t
+from placement_lite.db.engine import Database
+from placement_lite.ledger import allocations, errors, usages
+from placement_lite.ledger.allocations import ConsumerWrite
+from tests import factories
+
+PROCESSES = 2
+THREADS = 4
+# (total, reserved, allocation_ratio): capacities 72, 30 and 28.5 (28
+# one-unit claims).
+INVENTORIES = [(40, 4, 2.0), (30, 0, 1.0), (21, 2, 1.5)]
+EXPECTED = (72, 30, 28)
+CAPACITY = sum(EXPECTED)
+
+
+def _claimer(db: Database, project: str, rp_uuids: list[str], out: dict,
+             lock: threading.Lock) -> None:
+    full: set[str] = set()
+    rng = random.Random()
+    while len(full) < len(rp_uuids):
+        rp = rng.choice([u for u in rp_uuids if u not in full])
+        write = ConsumerWrite(str(uuid.uuid4()), project, "user",
+                              {rp: {"VCPU": 1, "MEMORY_MB": 64}},
+                              expected_generation=None)
+        try:
+            db.run_write(lambda conn: allocations.replace(conn, [write]))
+        except errors.CapacityExceeded:
+            full.add(rp)
+            continue
+        except errors.ConcurrentUpdate:
+            with lock:
+                out["gave_up"] += 1
+            continue
+        except Exception as exc:  # noqa: BLE001 - the test reports every one
+            with lock:
+                out["unexpected"].append(repr(exc))
+            return
+        with lock:
+            out["granted"].append((rp, write.consumer_uuid))
+
+
+def _process(url: str, project: str, rp_uuids: list[str], queue) -> None:
+    db = Database(url, pool_size=THREADS)
+    out = {"granted": [], "unexpected": [], "gave_up": 0}
+    lock = threading.Lock()
+    try:
+        threads = [threading.Thread(target=_claimer,
+                                    args=(db, project, rp_uuids, out, lock))
+                   for _ in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except Exception as exc:  # noqa: BLE001
+        out["unexpected"].append(repr(exc))
+    finally:
+        db.dispose()
+        queue.put((project, out))
+
+
+def test_racing_processes_and_threads_never_oversell(db):
+    with db.write() as conn:
+        rps = []
+        for total, reserved, ratio in INVENTORIES:
+            rp = factories.provider(conn)
+            factories.inventory(conn, rp, "VCPU", total=total, reserved=reserved,
+                                allocation_ratio=ratio)
+            factories.inventory(conn, rp, "MEMORY_MB", total=64 * 1024)
+            rps.append(rp)
+    rp_uuids = [rp["uuid"] for rp in rps]
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_process,
+                         args=(db.url, f"project-{i}", rp_uuids, queue))
+             for i in range(PROCESSES)]
+    for proc in procs:
+        proc.start()
+    results = dict(queue.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(timeout=30)
+        assert proc.exitcode == 0
+
+    unexpected = [e for out in results.values() for e in out["unexpected"]]
+    assert not unexpected, unexpected
+    granted = [g for out in results.values() for g in out["granted"]]
+    assert len(granted) == CAPACITY, (len(granted), results)
+
+    with db.read() as conn:
+        inv, a = t.inventories, t.allocations
+        used = dict(((rp, rc), int(n)) for rp, rc, n in conn.execute(
+            select(a.c.resource_provider_id, a.c.resource_class_id,
+                   func.sum(a.c.used))
+            .group_by(a.c.resource_provider_id, a.c.resource_class_id)))
+        for row in conn.execute(select(inv)):
+            limit = (row.total - row.reserved) * row.allocation_ratio
+            assert used.get((row.resource_provider_id, row.resource_class_id),
+                            0) <= limit
+        for project, out in results.items():
+            assert usages.for_project(conn, project) == (
+                {"VCPU": len(out["granted"]), "MEMORY_MB": 64 * len(out["granted"])}
+                if out["granted"] else {})
+        per_rp = {u: len([1 for rp, _c in granted if rp == u]) for u in rp_uuids}
+        for rp_uuid, expected in zip(rp_uuids, EXPECTED):
+            assert usages.for_provider(conn, rp_uuid)[1]["VCPU"] == expected
+            assert per_rp[rp_uuid] == expected
+
+
+def test_racing_writers_on_one_consumer_keep_one_winner_per_generation(db):
+    """Consumer generations: of writers holding the same generation, one
+    wins and the others get a conflict; the consumer ends consistent."""
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=100)
+    consumer = str(uuid.uuid4())
+    db.run_write(lambda conn: allocations.replace(conn, [ConsumerWrite(
+        consumer, "p", "u", {rp["uuid"]: {"VCPU": 1}}, expected_generation=None)]))
+    outcomes: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def writer(amount):
+        barrier.wait()
+        try:
+            db.run_write(lambda conn: allocations.replace(conn, [ConsumerWrite(
+                consumer, "p", "u", {rp["uuid"]: {"VCPU": amount}},
+                expected_generation=1)]))
+            outcomes.append("ok")
+        except errors.Conflict as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(2, 8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count("ok") == 1, outcomes
+    assert set(outcomes) == {"ok", "placement.concurrent_update"}
+    with db.read() as conn:
+        found, allocs, _ = allocations.for_consumer(conn, consumer)
+        assert found.generation == 2
+        assert len(allocs[rp["uuid"]]["resources"]) == 1
