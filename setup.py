@@ -55,6 +55,12 @@ setup(
             "blazar>=13.0",
             # --auth keystone is tested against a fake Keystone.
             "keystonemiddleware>=10.0",
+            # Generated requests against the served OpenAPI document.
+            "schemathesis>=4.0",
+            # Real clients: the OpenStack CLI with osc-placement, openstacksdk.
+            "python-openstackclient>=6.0",
+            "osc-placement>=4.0",
+            "openstacksdk>=1.0",
         ],
         "mysql": ["PyMySQL>=1.1"],
         "postgresql": ["psycopg[binary]>=3.1"],

@@ -16,6 +16,7 @@ import json
 import re
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterable
 
 import falcon
@@ -40,6 +41,10 @@ def resolve_schema(ref: str) -> dict:
     if "." not in module_name:
         module_name = f"placement_lite.api.schemas.{module_name}"
     value = getattr(importlib.import_module(module_name), attr)
+    if callable(value) and not isinstance(value, VersionedTable):
+        # A schema built per request (from filters registered at import):
+        # ask for the latest microversion's.
+        value = value(SimpleNamespace(context=SimpleNamespace(microversion=MAX_VERSION)))
     if isinstance(value, VersionedTable):
         value = value.at(MAX_VERSION)
     return copy.deepcopy(value)
