@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import falcon
 
-from placement_lite.api import render, request
+from placement_lite.api import provider_filters, render, request
 from placement_lite.api.microversion import (
     VersionedTable, at_least, fields_at, v)
 from placement_lite.api.schemas import resource_providers as schema
@@ -61,7 +61,8 @@ class ProviderFilter:
     repeats: bool = False
 
 
-PROVIDER_FILTERS: list[ProviderFilter] = []
+PROVIDER_FILTERS: list[ProviderFilter] = [
+    ProviderFilter(**spec) for spec in provider_filters.FILTERS]
 
 
 def list_query_schema(req: falcon.Request) -> dict:
