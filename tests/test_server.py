@@ -206,3 +206,13 @@ def test_query_string_floods_are_refused_quickly(db):
     few = "&".join(f"name=v{i}" for i in range(3))
     assert client.simulate_get("/resource_providers", query_string=few,
                                headers=ADMIN).status_code != 500
+
+
+def test_noauth2_default_token_only_when_configured(db):
+    plain = _client(db)
+    assert plain.simulate_get("/resource_providers").status_code == 401
+    lenient = _client(db, noauth2_default_token="admin")
+    assert lenient.simulate_get("/resource_providers").status_code == 200
+    # A token that is sent still decides.
+    assert lenient.simulate_get("/resource_providers", headers={
+        "X-Auth-Token": "someone"}).status_code == 403
