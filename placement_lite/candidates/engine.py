@@ -402,28 +402,26 @@ class Search:
                     have[i] = True
         return all(have)
 
-    def _parent(self, rp):
-        if rp in self.facts_now.parent:
-            return self.facts_now.parent[rp]
-        return self.shared.parent.get(rp)
+    def _below(self, rp, top) -> bool:
+        """rp is top or one of its descendants."""
+        parent = self.facts_now.parent
+        shared = self.shared.parent
+        steps = 0
+        while rp is not None and steps < 64:
+            if rp == top:
+                return True
+            rp = parent[rp] if rp in parent else shared.get(rp)
+            steps += 1
+        return False
 
-    def _ancestors(self, rp) -> set:
-        seen = {rp}
-        while True:
-            rp = self._parent(rp)
-            if rp is None or rp in seen:
-                return seen
-            seen.add(rp)
-
-    def _same_subtree_ok(self, chosen) -> bool:
-        for subtree in self.req.same_subtrees:
-            rps = {chosen[i] for i, s in enumerate(self.slots) if s.suffix in subtree}
-            if len(rps) <= 1:
-                continue
-            common = set.intersection(*(self._ancestors(rp) for rp in rps))
-            if not common & rps:
-                return False
-        return True
+    def _subtree_ok(self, chosen, members) -> bool:
+        """The providers chosen for the slots in `members` all sit below
+        (or are) one of them."""
+        rps = {chosen[i] for i in members}
+        if len(rps) <= 1:
+            return True
+        return any(all(self._below(rp, top) for rp in rps if rp != top)
+                   for top in rps)
 
     def _root_of(self, rp):
         return self.facts_now.root.get(rp) or self.shared.root.get(rp)
@@ -470,11 +468,19 @@ class Search:
                 added.append((key, amount))
             return added
 
+        # same_subtree is checked as soon as the last slot it names is chosen.
+        subtree_checks: dict = {}
+        for subtree in self.req.same_subtrees:
+            members = [j for j, s in enumerate(slots) if s.suffix in subtree]
+            if members:
+                subtree_checks.setdefault(max(members), []).append(members)
+
         def walk(i):
             if i == n:
                 yield tuple(chosen)
                 return
             slot = slots[i]
+            checks = subtree_checks.get(i, ())
             for rp in options[i]:
                 if self.isolate and slot.numbered and in_use.get(rp):
                     continue
@@ -482,8 +488,10 @@ class Search:
                 if added is None:
                     continue
                 chosen[i] = rp
-                if i == last_unnumbered and not self._traits_ok(
-                        [chosen[j] for j in self.unnumbered_slots]):
+                if (i == last_unnumbered and not self._traits_ok(
+                        [chosen[j] for j in self.unnumbered_slots])) or (
+                        checks and not all(self._subtree_ok(chosen, members)
+                                           for members in checks)):
                     for k, a in added:
                         amounts[k] -= a
                     continue
@@ -557,8 +565,6 @@ class Search:
                     continue
                 for chosen in self._combine(options):
                     if chosen in seen:
-                        continue
-                    if self.req.same_subtrees and not self._same_subtree_ok(chosen):
                         continue
                     if not self.req.nested_aware and not self._one_per_tree_ok(chosen):
                         continue
