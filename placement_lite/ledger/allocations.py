@@ -39,11 +39,13 @@ class ConsumerWrite:
 
     `allocations` maps provider uuid -> {class name: used}; empty removes
     every allocation of the consumer (and with them the consumer).
+    `project_id`/`user_id` None keep the stored owner (writes before 1.8),
+    or give a new consumer Placement's "incomplete consumer" owner;
     `consumer_type` None keeps the stored type.
     """
     consumer_uuid: str
-    project_id: str
-    user_id: str
+    project_id: Optional[str]
+    user_id: Optional[str]
     allocations: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     consumer_type: Optional[str] = None
     expected_generation: Any = UNCHECKED
@@ -144,15 +146,18 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
                                        w.expected_generation)
         if consumer is not None:
             projects.add(consumer.project_id)
-            consumers.claim(conn, consumer, w.project_id, w.user_id,
-                            w.consumer_type)
+            consumers.claim(conn, consumer,
+                            w.project_id or consumer.project_id,
+                            w.user_id or consumer.user_id, w.consumer_type)
             existing_ids.append(consumer.id)
         elif w.allocations:
-            consumer = consumers.create(conn, w.consumer_uuid, w.project_id,
-                                        w.user_id, w.consumer_type)
+            consumer = consumers.create(
+                conn, w.consumer_uuid,
+                w.project_id or consumers.INCOMPLETE_CONSUMER_ID,
+                w.user_id or consumers.INCOMPLETE_CONSUMER_ID, w.consumer_type)
         else:
             continue
-        projects.add(w.project_id)
+        projects.add(consumer.project_id)
         written.append((w, consumer))
 
     touched = _current_providers(conn, existing_ids) | set(rps.values())

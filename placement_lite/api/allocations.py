@@ -1,0 +1,134 @@
+"""/allocations/{consumer_uuid}, /allocations (1.13) and
+/resource_providers/{uuid}/allocations."""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from placement_lite.api import errors, render, request
+from placement_lite.api.microversion import at_least, fields_at, versioned
+from placement_lite.api.schemas import allocations as schema
+from placement_lite.ledger import allocations
+from placement_lite.ledger.allocations import UNCHECKED, ConsumerWrite
+from placement_lite.ledger.consumers import UNKNOWN_TYPE
+
+_UUID_RE = re.compile(schema.UUID["pattern"])
+
+# Keys GET /allocations/{consumer_uuid} adds about an existing consumer.
+CONSUMER_FIELDS = [("project_id", "1.12"), ("user_id", "1.12"),
+                   ("consumer_generation", "1.28"), ("consumer_type", "1.38")]
+
+
+def check_uuid(value: str, what: str = "consumer") -> None:
+    if not _UUID_RE.match(value):
+        raise errors.bad_request(
+            f"Malformed {what} uuid {value!r}: expected a UUID such as "
+            "'a1b2c3d4-0000-4000-8000-000000000000'.")
+
+
+def _from_list(items: list) -> dict[str, dict[str, int]]:
+    merged: dict[str, dict[str, int]] = {}
+    for item in items:
+        resources = merged.setdefault(item["resource_provider"]["uuid"], {})
+        for name, used in item["resources"].items():
+            resources[name] = resources.get(name, 0) + used
+    return merged
+
+
+def consumer_write(req, consumer_uuid: str, data: Mapping[str, Any]) -> ConsumerWrite:
+    """One consumer's write from a PUT body or one entry of a POST body."""
+    raw = data["allocations"]
+    if isinstance(raw, list):
+        wanted = _from_list(raw)
+    else:
+        wanted = {rp: entry["resources"] for rp, entry in raw.items()}
+    return ConsumerWrite(
+        consumer_uuid=consumer_uuid,
+        project_id=data.get("project_id"),
+        user_id=data.get("user_id"),
+        allocations=wanted,
+        consumer_type=data.get("consumer_type"),
+        expected_generation=(data["consumer_generation"]
+                             if at_least(req, "1.28") else UNCHECKED))
+
+
+def write(services, writes: list[ConsumerWrite]) -> None:
+    services.db.run_write(lambda conn: allocations.replace(
+        conn, writes, services.claim_checks))
+
+
+def consumer_body(req, consumer, allocs: dict) -> dict:
+    body: dict[str, Any] = {"allocations": allocs}
+    if consumer is None:
+        return body
+    values = {"project_id": consumer.project_id, "user_id": consumer.user_id,
+              "consumer_generation": consumer.generation,
+              "consumer_type": consumer.consumer_type or UNKNOWN_TYPE}
+    for name in fields_at(req.context.microversion, CONSUMER_FIELDS):
+        body[name] = values[name]
+    return body
+
+
+class ConsumerAllocations:
+    policies = {"GET": "placement:allocations:list",
+                "PUT": "placement:allocations:update",
+                "DELETE": "placement:allocations:delete"}
+
+    def __init__(self, services):
+        self.services = services
+
+    def on_get(self, req, resp, consumer_uuid):
+        check_uuid(consumer_uuid)
+        with self.services.db.read() as conn:
+            consumer, allocs, stamps = allocations.for_consumer(conn, consumer_uuid)
+        render.send(resp, consumer_body(req, consumer, allocs))
+        render.cache_headers(req, resp, stamps)
+
+    def on_put(self, req, resp, consumer_uuid):
+        check_uuid(consumer_uuid)
+        data = request.json_body(req, schema.PUT.at(req.context.microversion))
+        write(self.services, [consumer_write(req, consumer_uuid, data)])
+        render.no_content(resp)
+
+    def on_delete(self, req, resp, consumer_uuid):
+        check_uuid(consumer_uuid)
+        self.services.db.run_write(
+            lambda conn: allocations.delete_for_consumer(conn, consumer_uuid))
+        render.no_content(resp)
+
+
+class Allocations:
+    policies = {"POST": "placement:allocations:manage"}
+
+    def __init__(self, services):
+        self.services = services
+
+    @versioned("1.13")
+    def on_post(self, req, resp):
+        data = request.json_body(req, schema.POST.at(req.context.microversion))
+        write(self.services, [consumer_write(req, consumer_uuid, entry)
+                              for consumer_uuid, entry in data.items()])
+        render.no_content(resp)
+
+
+class ProviderAllocations:
+    policies = {"GET": "placement:resource_providers:allocations:list"}
+
+    def __init__(self, services):
+        self.services = services
+
+    def on_get(self, req, resp, uuid):
+        with self.services.db.read() as conn:
+            generation, by_consumer, stamps = allocations.for_provider(conn, uuid)
+        render.send(resp, {
+            "allocations": {consumer: {"resources": resources}
+                            for consumer, resources in by_consumer.items()},
+            "resource_provider_generation": generation})
+        render.cache_headers(req, resp, stamps)
+
+
+ROUTES = [
+    ("/allocations", Allocations),
+    ("/allocations/{consumer_uuid}", ConsumerAllocations),
+    ("/resource_providers/{uuid}/allocations", ProviderAllocations),
+]

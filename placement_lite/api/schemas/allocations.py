@@ -1,0 +1,146 @@
+"""Request bodies and query strings for allocations and usages, by
+microversion.
+
+1.0   PUT body is a list of {resource_provider: {uuid}, resources}
+1.8   project_id and user_id are required
+1.12  PUT body is a dict keyed by provider uuid
+1.13  POST /allocations: several consumers at once
+1.28  consumer_generation required; an empty dict removes the allocations
+1.34  mappings (request group suffix -> provider uuids) are accepted
+1.38  consumer_type required; GET /usages takes consumer_type
+"""
+from __future__ import annotations
+
+import copy
+
+from placement_lite.api.microversion import VersionedTable
+
+UUID = {"type": "string", "format": "uuid",
+        "pattern": "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                   "[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"}
+RC_NAME = "^[A-Z0-9_]+$"
+# The largest amount a signed 32-bit column could hold, as Placement caps it.
+MAX_AMOUNT = 2147483647
+
+RESOURCES = {
+    "type": "object",
+    "minProperties": 1,
+    "patternProperties": {
+        RC_NAME: {"type": "integer", "minimum": 1, "maximum": MAX_AMOUNT}},
+    "additionalProperties": False,
+}
+EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
+CONSUMER_GENERATION = {"type": ["integer", "null"], "minimum": 0}
+CONSUMER_TYPE = {"type": "string", "pattern": RC_NAME, "minLength": 1,
+                 "maxLength": 255}
+MAPPINGS = {
+    "type": "object",
+    "patternProperties": {
+        "^[a-zA-Z0-9_-]{0,64}$": {"type": "array", "minItems": 1,
+                                  "items": UUID}},
+    "additionalProperties": False,
+}
+
+_LIST_ITEM = {
+    "type": "object",
+    "properties": {
+        "resource_provider": {
+            "type": "object",
+            "properties": {"uuid": UUID},
+            "required": ["uuid"],
+            "additionalProperties": False,
+        },
+        "resources": RESOURCES,
+    },
+    "required": ["resource_provider", "resources"],
+    "additionalProperties": False,
+}
+
+PUT_1_0 = {
+    "type": "object",
+    "properties": {
+        "allocations": {"type": "array", "minItems": 1, "items": _LIST_ITEM},
+    },
+    "required": ["allocations"],
+    "additionalProperties": False,
+}
+
+PUT_1_8 = copy.deepcopy(PUT_1_0)
+PUT_1_8["properties"].update(project_id=EXTERNAL_ID, user_id=EXTERNAL_ID)
+PUT_1_8["required"] += ["project_id", "user_id"]
+
+_DICT_ALLOCATIONS = {
+    "type": "object",
+    "minProperties": 1,
+    "patternProperties": {
+        UUID["pattern"]: {
+            "type": "object",
+            "properties": {
+                "resources": RESOURCES,
+                # What GET returns may be sent back; the value is ignored.
+                "generation": {"type": ["integer", "null"]},
+            },
+            "required": ["resources"],
+            "additionalProperties": False,
+        }},
+    "additionalProperties": False,
+}
+
+PUT_1_12 = {
+    "type": "object",
+    "properties": {
+        "allocations": _DICT_ALLOCATIONS,
+        "project_id": EXTERNAL_ID,
+        "user_id": EXTERNAL_ID,
+    },
+    "required": ["allocations", "project_id", "user_id"],
+    "additionalProperties": False,
+}
+
+PUT_1_28 = copy.deepcopy(PUT_1_12)
+PUT_1_28["properties"]["allocations"]["minProperties"] = 0
+PUT_1_28["properties"]["consumer_generation"] = CONSUMER_GENERATION
+PUT_1_28["required"].append("consumer_generation")
+
+PUT_1_34 = copy.deepcopy(PUT_1_28)
+PUT_1_34["properties"]["mappings"] = MAPPINGS
+
+PUT_1_38 = copy.deepcopy(PUT_1_34)
+PUT_1_38["properties"]["consumer_type"] = CONSUMER_TYPE
+PUT_1_38["required"].append("consumer_type")
+
+PUT = VersionedTable([("1.0", PUT_1_0), ("1.8", PUT_1_8), ("1.12", PUT_1_12),
+                      ("1.28", PUT_1_28), ("1.34", PUT_1_34),
+                      ("1.38", PUT_1_38)])
+
+
+def _post(consumer: dict) -> dict:
+    # One consumer's entry: like PUT, but an empty dict removes its
+    # allocations from 1.13 on (that is how a move frees the source).
+    entry = copy.deepcopy(consumer)
+    entry["properties"]["allocations"]["minProperties"] = 0
+    return {
+        "type": "object",
+        "minProperties": 1,
+        "patternProperties": {UUID["pattern"]: entry},
+        "additionalProperties": False,
+    }
+
+
+POST = VersionedTable([
+    ("1.13", _post(PUT_1_12)),
+    ("1.28", _post(PUT_1_28)),
+    ("1.34", _post(PUT_1_34)),
+    ("1.38", _post(PUT_1_38)),
+])
+
+USAGES_1_9 = {
+    "type": "object",
+    "properties": {"project_id": EXTERNAL_ID, "user_id": EXTERNAL_ID},
+    "required": ["project_id"],
+    "additionalProperties": False,
+}
+USAGES_1_38 = copy.deepcopy(USAGES_1_9)
+USAGES_1_38["properties"]["consumer_type"] = CONSUMER_TYPE | {
+    "pattern": "^([A-Z0-9_]+|all|unknown)$"}
+USAGES = VersionedTable([("1.9", USAGES_1_9), ("1.38", USAGES_1_38)])
