@@ -162,3 +162,8 @@ class LeasePolicyFixture(APIFixture):
         "lease_exempt_projects": ("vip",),
         "lease_max_amount": {"physical:host": 4},
     }
+
+
+class CandidateBoundsFixture(APIFixture):
+    settings_overrides = {"max_allocation_candidates": 3,
+                          "randomize_allocation_candidates": True}
