@@ -95,10 +95,20 @@ def _suite(args):
         try:
             results = {"providers": count, "workers": workers}
             for label, limit in queries:
+                before = runner.cpu_seconds(server.pids())
                 results[label] = runner.time_query(server.url, shape, args.runs, limit)
-            if tput:
-                results["throughput"] = runner.throughput(
-                    server.url, shape, tput, args.seconds)
+                results[label]["server_cpu_ms_per_query"] = round(
+                    1000 * (runner.cpu_seconds(server.pids()) - before)
+                    / (args.runs + 1), 2)
+            for label, limit in tput or ():
+                before = runner.cpu_seconds(server.pids())
+                results[label] = runner.throughput(
+                    server.url, shape, args.clients, args.seconds, limit)
+                used = runner.cpu_seconds(server.pids()) - before
+                # Server CPU per query: what the 2 cores could serve were the
+                # load generator and everything else elsewhere.
+                results[label]["server_cpu_ms_per_query"] = round(
+                    1000 * used / max(results[label]["queries"], 1), 2)
             if claim:
                 results["claims"] = runner.claims(server.url, claim, args.per_client)
             results["peak_rss_mb"] = runner.peak_rss_mb(server.pids())
@@ -114,8 +124,9 @@ def _suite(args):
     scenario("nested_1k", "nested", 1000, [("full", None), ("limit_5", 5)])
     scenario("nested_10k", "nested", 10000, [("limit_5", 5)])
     scenario("wide_tree", "wide", 1, [("limit_10", 10)])
-    scenario("concurrent_1k", "flat", 1000, [("limit_10", 10)], workers=2,
-             tput=args.clients)
+    scenario("concurrent_1k", "flat", 1000, [("full", None), ("limit_10", 10)],
+             workers=2, tput=[("throughput_full", None),
+                              ("throughput_limit_10", 10)])
     scenario("claims_200", "flat", 200, [], workers=2, claim=args.clients)
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import threading
+from concurrent.futures import ProcessPoolExecutor
 import time
 import uuid as uuidlib
 from urllib.parse import urlencode
@@ -55,38 +56,36 @@ def time_query(url: str, shape: str, runs: int = 20, limit=None) -> dict:
             "p95_ms": round(1000 * _pct(times, 0.95), 2)}
 
 
+def _client_loop(url: str, path: str, stop_at: float):
+    """One load-generating client (run in its own process, so clients do
+    not share one interpreter lock with each other)."""
+    client = Client(url)
+    done, errors, latencies = 0, 0, []
+    while time.time() < stop_at:
+        elapsed, status, _ = client.timed_get(path)
+        if status == 200:
+            done += 1
+            latencies.append(elapsed)
+        else:
+            errors += 1
+    return done, errors, latencies
+
+
 def throughput(url: str, shape: str, clients: int = 10, seconds: float = 10.0,
                limit=None) -> dict:
     path = candidates_path(shape, limit)
-    stop = time.monotonic() + seconds
-    counts = [0] * clients
-    errors = [0] * clients
-    latencies: list = []
-    lock = threading.Lock()
-
-    def work(i):
-        client = Client(url)
-        mine = []
-        while time.monotonic() < stop:
-            elapsed, status, _ = client.timed_get(path)
-            if status == 200:
-                counts[i] += 1
-                mine.append(elapsed)
-            else:
-                errors[i] += 1
-        with lock:
-            latencies.extend(mine)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
-    start = time.monotonic()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    wall = time.monotonic() - start
-    return {"shape": shape, "clients": clients, "seconds": round(wall, 2),
-            "queries": sum(counts), "errors": sum(errors),
-            "queries_per_s": round(sum(counts) / wall, 1),
+    start = time.time()
+    stop_at = start + seconds
+    with ProcessPoolExecutor(max_workers=clients) as pool:
+        results = list(pool.map(_client_loop, [url] * clients, [path] * clients,
+                                [stop_at] * clients))
+    wall = time.time() - start
+    done = sum(r[0] for r in results)
+    latencies = [x for r in results for x in r[2]]
+    return {"shape": shape, "limit": limit, "clients": clients,
+            "seconds": round(wall, 2), "queries": done,
+            "errors": sum(r[1] for r in results),
+            "queries_per_s": round(done / seconds, 1),
             "median_ms": round(1000 * statistics.median(latencies), 2)
             if latencies else None}
 
@@ -103,7 +102,8 @@ def claims(url: str, clients: int = 10, per_client: int = 20,
     lock = threading.Lock()
     status, _ = Client(url).put(f"/allocations/{uuidlib.uuid4()}", {
         "allocations": {}, "project_id": project, "user_id": user,
-        "consumer_generation": None})
+        "consumer_generation": None,
+                    "consumer_type": "INSTANCE"})
     if status in (404, 405):
         return {"skipped": "the allocations API is not available"}
 
@@ -120,7 +120,8 @@ def claims(url: str, clients: int = 10, per_client: int = 20,
                 choice = random.choice(body["allocation_requests"])
                 status, _ = client.put(f"/allocations/{uuidlib.uuid4()}", {
                     "allocations": choice["allocations"], "project_id": project,
-                    "user_id": user, "consumer_generation": None})
+                    "user_id": user, "consumer_generation": None,
+                    "consumer_type": "INSTANCE"})
                 key = ("claimed" if status == 204 else
                        "conflicts" if status == 409 else "errors")
             with lock:
@@ -169,3 +170,18 @@ def peak_rss_mb(pids) -> float:
         except OSError:
             continue
     return round(peak / 1024, 1)
+
+
+def cpu_seconds(pids) -> float:
+    """User + system CPU time used so far by the given processes."""
+    import os
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / tick

@@ -24,13 +24,14 @@ def _requests_list(result, uuid):
 
 def _requests_dict(result, uuid, with_mappings):
     names = result.class_names
+    uuids = result.uuids
     out = []
     for cand in result.candidates:
         item = {"allocations": {
-            uuid(rp): {"resources": {names[rc]: n for rc, n in res.items()}}
+            uuids[rp]: {"resources": {names[rc]: n for rc, n in res.items()}}
             for rp, res in cand.allocations.items()}}
         if with_mappings:
-            item["mappings"] = {suffix: [uuid(rp) for rp in rps]
+            item["mappings"] = {suffix: [uuids[rp] for rp in rps]
                                 for suffix, rps in cand.mappings.items()}
         out.append(item)
     return out

@@ -420,6 +420,9 @@ class Search:
         rps = {chosen[i] for i in members}
         if len(rps) <= 1:
             return True
+        if len(rps) == 2:
+            a, b = rps
+            return self._below(a, b) or self._below(b, a)
         return any(all(self._below(rp, top) for rp in rps if rp != top)
                    for top in rps)
 
