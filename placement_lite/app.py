@@ -28,6 +28,7 @@ API_MODULES = [
     "placement_lite.api.allocations",
     "placement_lite.api.inventories",
     "placement_lite.api.resource_classes",
+    "placement_lite.api.reshaper",
     "placement_lite.api.resource_providers",
     "placement_lite.api.traits",
     "placement_lite.api.usages",

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity, consumers, errors
+from placement_lite.ledger.providers import utcnow
 
 # Marks a write that does not check the consumer generation (before 1.28).
 UNCHECKED = object()
@@ -104,7 +105,7 @@ def bump_providers(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
     for row in rows:
         result = conn.execute(
             update(rp).where(rp.c.id == row.id, rp.c.generation == row.generation)
-            .values(generation=rp.c.generation + 1))
+            .values(generation=rp.c.generation + 1, updated_at=utcnow()))
         if result.rowcount != 1:
             raise errors.ConcurrentUpdate(
                 f"resource provider {row.uuid} was updated by another request "

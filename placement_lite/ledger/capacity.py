@@ -76,9 +76,9 @@ def check(conn: Connection,
                 f"Unable to allocate inventory: Unable to create allocation for "
                 f"{where}. The requested amount would exceed the capacity: "
                 f"requested {requested}, already used {current}, capacity "
-                f"{_num(cap)} ((total {inv.total} - reserved {inv.reserved}) "
+                f"{display(cap)} ((total {inv.total} - reserved {inv.reserved}) "
                 f"* allocation_ratio {inv.allocation_ratio}).")
 
 
-def _num(value: float):
+def display(value: float):
     return int(value) if float(value).is_integer() else round(value, 4)
