@@ -3,9 +3,20 @@ wildcard origins, and preflights that never reach auth or routing."""
 from __future__ import annotations
 
 import falcon.testing
+import pytest
 
 from placement_lite.app import create_app
 from placement_lite.config import Settings
+from tests.backends import fresh_database
+
+
+@pytest.fixture
+def db():
+    """SQLite only: what these tests check does not depend on the backend
+    (test_api.py, test_schema.py and test_workers.py cover the servers)."""
+    with fresh_database("sqlite") as database:
+        yield database
+
 
 PREFLIGHT = {"Origin": "http://ui.example.com",
              "Access-Control-Request-Method": "PUT",

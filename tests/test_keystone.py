@@ -13,6 +13,16 @@ import pytest
 from placement_lite.api import keystone
 from placement_lite.config import Settings
 from placement_lite.server import build_wsgi
+from tests.backends import fresh_database
+
+
+@pytest.fixture
+def db():
+    """SQLite only: what these tests check does not depend on the backend
+    (test_api.py, test_schema.py and test_workers.py cover the servers)."""
+    with fresh_database("sqlite") as database:
+        yield database
+
 
 pytest.importorskip("keystonemiddleware")
 

@@ -18,7 +18,17 @@ import pytest
 from placement_lite.api import openapi
 from placement_lite.app import create_app, routes
 from placement_lite.config import Settings
+from tests.backends import fresh_database
 from tests.servers import serve
+
+
+@pytest.fixture
+def db():
+    """SQLite only: what these tests check does not depend on the backend
+    (test_api.py, test_schema.py and test_workers.py cover the servers)."""
+    with fresh_database("sqlite") as database:
+        yield database
+
 
 EXAMPLES_PER_OPERATION = 10
 TIME_BUDGET_SECONDS = 45

@@ -15,6 +15,16 @@ from placement_lite.api import request as api_request
 from placement_lite.app import create_app
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database
+from tests.backends import fresh_database
+
+
+@pytest.fixture
+def db():
+    """SQLite only: what these tests check does not depend on the backend
+    (test_api.py, test_schema.py and test_workers.py cover the servers)."""
+    with fresh_database("sqlite") as database:
+        yield database
+
 
 ADMIN = {"X-Auth-Token": "admin"}
 
