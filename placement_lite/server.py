@@ -137,12 +137,14 @@ class Supervisor:
         self.stopping = False
 
     def _spawn(self, index: int) -> int:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker
             code = 0
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _stop_with_parent(parent)
                 self.target(self.settings, self.sock, index)
             except BaseException:  # noqa: BLE001 - report, then exit non-zero
                 LOG.exception("worker %d failed", index)
@@ -221,6 +223,20 @@ class Supervisor:
             except (ProcessLookupError, ChildProcessError):
                 pass
             self.children.pop(pid, None)
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Linux: have the kernel send SIGTERM if the supervisor dies, so a
+    killed parent does not leave workers serving on unsupervised."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _describe(status: int) -> str:

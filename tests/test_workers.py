@@ -52,6 +52,24 @@ def test_workers_share_one_socket_and_are_replaced(sqlite_url):
         assert "Traceback" not in srv.output
 
 
+def test_workers_stop_when_the_supervisor_is_killed(sqlite_url):
+    with serve(sqlite_url, "--workers", "2") as srv:
+        pids = wait_until(lambda: (lambda c: c if len(c) == 2 else None)(
+            children(srv.proc.pid)))
+        os.kill(srv.proc.pid, signal.SIGKILL)
+        srv.proc.wait(timeout=10)
+        wait_until(lambda: not [p for p in pids if _alive(p) and not _zombie(p)],
+                   timeout=15)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_stops_cleanly(sqlite_url, workers):
     with serve(sqlite_url, "--workers", workers) as srv:
