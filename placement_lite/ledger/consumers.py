@@ -97,15 +97,15 @@ def check_generation(consumer: Optional[Consumer], uuid: str,
     actual = consumer.generation if consumer is not None else None
     if expected == actual:
         return
-    if actual is None:
-        raise ConsumerGenerationConflict(
-            f"consumer generation conflict for consumer {uuid}: expected "
-            f"{expected} but the consumer does not exist; send "
-            "consumer_generation null to create it.")
+    hint = ("send consumer_generation null to create it" if actual is None
+            else "re-read the consumer's allocations and try again")
     raise ConsumerGenerationConflict(
-        f"consumer generation conflict for consumer {uuid}: expected "
-        f"{expected} but the current generation is {actual}; re-read the "
-        "consumer's allocations and try again.")
+        f"consumer generation conflict - expected {_json(actual)} but got "
+        f"{_json(expected)} for consumer {uuid}: {hint}.")
+
+
+def _json(generation: Optional[int]) -> str:
+    return "null" if generation is None else str(generation)
 
 
 def create(conn: Connection, uuid: str, project: str, user: str,

@@ -141,6 +141,7 @@ USAGES_1_9 = {
     "additionalProperties": False,
 }
 USAGES_1_38 = copy.deepcopy(USAGES_1_9)
-USAGES_1_38["properties"]["consumer_type"] = CONSUMER_TYPE | {
-    "pattern": "^([A-Z0-9_]+|all|unknown)$"}
+# Any string filters: a type nobody has simply matches nothing. `all` and
+# `unknown` (exactly so spelled) have meanings of their own.
+USAGES_1_38["properties"]["consumer_type"] = {"type": "string"}
 USAGES = VersionedTable([("1.9", USAGES_1_9), ("1.38", USAGES_1_38)])
