@@ -156,3 +156,60 @@ def test_racing_writers_on_one_consumer_keep_one_winner_per_generation(db):
         found, allocs, _ = allocations.for_consumer(conn, consumer)
         assert found.generation == 2
         assert len(allocs[rp["uuid"]]["resources"]) == 1
+
+
+def test_racing_http_claims_against_two_worker_processes(db):
+    """The same race through the API, served by two worker processes:
+    every answer is a 204 or a 409, never a 500."""
+    from tests.servers import serve
+
+    capacities = {str(uuid.uuid4()): total for total in (12, 18)}
+    with serve(db.url, "--workers", "2", "--threads", "4") as srv:
+        for n, (rp, total) in enumerate(capacities.items()):
+            status, _h, _b = srv.request("POST", "/resource_providers", {
+                "name": f"host-{n}", "uuid": rp}, version="1.20")
+            assert status == 200
+            status, _h, body = srv.request(
+                "PUT", f"/resource_providers/{rp}/inventories",
+                {"resource_provider_generation": 0,
+                 "inventories": {"VCPU": {"total": total}}}, version="1.20")
+            assert status == 200, body
+        statuses: list[int] = []
+        granted: dict[str, int] = {"p0": 0, "p1": 0}
+        lock = threading.Lock()
+
+        def claimer(project):
+            full: set[str] = set()
+            rng = random.Random()
+            while len(full) < len(capacities):
+                rp = rng.choice([u for u in capacities if u not in full])
+                status, _h, body = srv.request(
+                    "PUT", f"/allocations/{uuid.uuid4()}",
+                    {"allocations": {rp: {"resources": {"VCPU": 1}}},
+                     "project_id": project, "user_id": "u",
+                     "consumer_generation": None, "consumer_type": "INSTANCE"},
+                    version="1.38")
+                with lock:
+                    statuses.append(status)
+                    if status == 204:
+                        granted[project] += 1
+                if status == 409 and "capacity" in str(body):
+                    full.add(rp)
+                elif status not in (204, 409):
+                    return
+
+        threads = [threading.Thread(target=claimer, args=(f"p{i % 2}",))
+                   for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert set(statuses) <= {204, 409}, statuses
+        assert sum(granted.values()) == sum(capacities.values())
+        for rp, total in capacities.items():
+            _s, _h, body = srv.request("GET", f"/resource_providers/{rp}/usages")
+            assert body["usages"]["VCPU"] == total
+        for project, count in granted.items():
+            _s, _h, body = srv.request(
+                "GET", f"/usages?project_id={project}", version="1.9")
+            assert body["usages"] == ({"VCPU": count} if count else {})
