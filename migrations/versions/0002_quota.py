@@ -1,5 +1,6 @@
-"""Quota: the project tree on `projects`, the service/region/endpoint
-registry, registered and project limits, and the lease ledger.
+"""Quota: the project tree on `projects`, the per-tree lock rows, the
+service/region/endpoint registry, registered and project limits, and the
+lease ledger.
 
 Revision ID: 0002
 Revises: 0001
@@ -30,8 +31,6 @@ def upgrade() -> None:
                                    server_default=sa.false()))
         batch.add_column(sa.Column("enabled", sa.Boolean, nullable=False,
                                    server_default=sa.true()))
-        batch.add_column(sa.Column("quota_generation", sa.Integer,
-                                   nullable=False, server_default="0"))
         batch.create_foreign_key("fk_projects_parent_id", "projects",
                                  ["parent_id"], ["id"])
         batch.create_foreign_key("fk_projects_domain_id", "projects",
@@ -39,6 +38,12 @@ def upgrade() -> None:
         batch.create_index("ix_projects_parent_id", ["parent_id"])
         batch.create_index("ix_projects_domain_id", ["domain_id"])
 
+    op.create_table(
+        "quota_tree_locks",
+        sa.Column("root_id", sa.Integer, autoincrement=False, nullable=False),
+        sa.Column("generation", sa.Integer, nullable=False),
+        sa.PrimaryKeyConstraint("root_id", name="pk_quota_tree_locks"),
+    )
     op.create_table(
         "quota_services",
         sa.Column("id", sa.String(64), nullable=False),
@@ -148,13 +153,14 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     for name in ("lease_ledger", "project_limits", "registered_limits",
-                 "quota_endpoints", "quota_regions", "quota_services"):
+                 "quota_endpoints", "quota_regions", "quota_services",
+                 "quota_tree_locks"):
         op.drop_table(name)
     with op.batch_alter_table("projects") as batch:
         batch.drop_index("ix_projects_domain_id")
         batch.drop_index("ix_projects_parent_id")
         batch.drop_constraint("fk_projects_domain_id", type_="foreignkey")
         batch.drop_constraint("fk_projects_parent_id", type_="foreignkey")
-        for column in ("quota_generation", "enabled", "is_domain", "domain_id",
+        for column in ("enabled", "is_domain", "domain_id",
                        "parent_id", "description", "name"):
             batch.drop_column(column)

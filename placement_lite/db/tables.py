@@ -169,12 +169,20 @@ for _column in (
            server_default=false()),
     Column("enabled", Boolean, nullable=False, default=True,
            server_default=true()),
-    # Bumped by every quota claim in the tree rooted here: the UPDATE takes
-    # the row lock that serialises claims of one tree across processes.
-    Column("quota_generation", Integer, nullable=False, default=0,
-           server_default="0"),
 ):
     projects.append_column(_column)
+
+# One row per project tree (keyed by the root project's id), bumped by every
+# quota decision in that tree: the UPDATE takes the row lock that serialises
+# claims of one tree across processes. It is not the projects row itself
+# because inserting a consumer takes a shared lock on its project row (the
+# foreign key check) on MariaDB, and two claims upgrading those shared locks
+# would deadlock; nothing references this table.
+quota_tree_locks = Table(
+    "quota_tree_locks", metadata,
+    Column("root_id", Integer, primary_key=True, autoincrement=False),
+    Column("generation", Integer, nullable=False, default=0),
+)
 
 quota_services = Table(
     "quota_services", metadata,

@@ -244,18 +244,30 @@ def delete_project(conn: Connection, project: Project) -> None:
             "are kept for audit; disable the project instead.")
     conn.execute(delete(t.project_limits).where(
         t.project_limits.c.owner_id == project.id))
+    conn.execute(delete(t.quota_tree_locks).where(
+        t.quota_tree_locks.c.root_id == project.id))
     conn.execute(delete(P).where(P.c.id == project.id))
 
 
 def lock_trees(conn: Connection, root_ids: Iterable[int]) -> None:
-    """Serialise quota decisions per tree: take each root row's lock.
+    """Serialise quota decisions per tree: take each tree's lock row.
 
     The UPDATE takes a row lock on MariaDB and PostgreSQL that is held to
     commit, so a second claim in the same tree waits here and, under READ
-    COMMITTED, reads usage only after the first one has committed. Roots
-    are locked in id order so two multi-tree claims cannot deadlock.
+    COMMITTED, reads usage only after the first one has committed. Trees
+    are locked in root id order so two multi-tree claims cannot deadlock.
     SQLite writers are already serialised by BEGIN IMMEDIATE.
     """
+    L = t.quota_tree_locks
     for root_id in sorted(set(root_ids)):
-        conn.execute(update(P).where(P.c.id == root_id).values(
-            quota_generation=P.c.quota_generation + 1))
+        bump = update(L).where(L.c.root_id == root_id).values(
+            generation=L.c.generation + 1)
+        if conn.execute(bump).rowcount:
+            continue
+        try:
+            with conn.begin_nested():
+                conn.execute(insert(L).values(root_id=root_id, generation=1))
+        except IntegrityError:
+            # A concurrent first claim created the row and committed (the
+            # insert waited for it); now queue on its lock like everyone.
+            conn.execute(bump)
