@@ -217,7 +217,12 @@ def test_allocations_and_usages(osc, version):
     if "/usages" in SERVED:
         totals = {r["resource_class"]: r["usage"] for r in
                   osc("resource", "usage", "show", project, version=version)}
-        assert totals == {"VCPU": 2, "MEMORY_MB": 512}
+        if version >= "1.38":
+            # Grouped by consumer type, with a consumer count.
+            assert totals == {"INSTANCE": {"VCPU": 2, "MEMORY_MB": 512,
+                                           "consumer_count": 1}}
+        else:
+            assert totals == {"VCPU": 2, "MEMORY_MB": 512}
     osc("resource", "provider", "allocation", "unset", consumer, "--provider", rp,
         "--resource-class", "MEMORY_MB", version=version)
     shown = osc("resource", "provider", "allocation", "show", consumer, version=version)

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import threading
-import time
 import uuid
 
 import pytest
@@ -26,7 +25,7 @@ from placement_lite.db.engine import Database
 from tests.backends import backend_id, backend_urls, fresh_url
 from tests.servers import children, serve, wait_until
 
-VCPU_CAPACITY = 40
+VCPU_CAPACITY = 120
 PER_CONSUMER = {"VCPU": 1, "MEMORY_MB": 64}
 CLIENTS = 6
 REQUESTS_PER_CLIENT = 40
@@ -93,7 +92,10 @@ def test_kill_9_during_allocation_writes_leaves_whole_transactions(backend):
         for th in threads:
             th.start()
         started.wait(10)
-        time.sleep(0.3)
+        # Kill while successful writes are still streaming in.
+        wait_until(lambda: len(acknowledged) >= 10, timeout=60, interval=0.005)
+        with lock:
+            at_kill = len(acknowledged)
         victims = children(srv.proc.pid)
         assert len(victims) == 2
         os.kill(victims[0], signal.SIGKILL)
@@ -141,3 +143,4 @@ def test_kill_9_during_allocation_writes_leaves_whole_transactions(backend):
         assert used[classes["VCPU"]] == VCPU_CAPACITY
         assert usages["usages"]["VCPU"] == VCPU_CAPACITY
         assert refused, "capacity was never reached: the test proved nothing"
+        assert at_kill < VCPU_CAPACITY
