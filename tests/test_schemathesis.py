@@ -78,15 +78,10 @@ def test_public_operations_need_no_token(db):
     assert "security" not in doc["paths"]["/resource_providers"]["get"]
 
 
-def test_every_overlay_entry_names_a_served_route_or_a_pending_one():
+def test_every_overlay_entry_names_a_served_route():
     overlay = openapi._load_overlay()["paths"]
     served = {t for t, _r in routes()} | {"/metrics"}
-    # Placement routes whose modules may be absent from a build are listed
-    # in the overlay ahead of time; anything else is a stale entry.
-    pending = {"/allocations", "/allocations/{consumer_uuid}", "/usages", "/reshaper",
-               "/resource_providers/{uuid}/allocations",
-               "/resource_providers/{uuid}/usages"}
-    stale = set(overlay) - served - pending
+    stale = set(overlay) - served
     assert not stale, f"openapi.yaml describes routes nobody serves: {sorted(stale)}"
 
 
