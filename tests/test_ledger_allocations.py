@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from placement_lite.db import tables as t
 from placement_lite.ledger import allocations, consumers, errors, usages
@@ -196,3 +196,111 @@ def test_project_usage_sums_and_type_breakdown(db):
         assert usages.for_project_by_type(conn, "p", consumer_type="MIGRATION") == {
             "MIGRATION": {"consumer_count": 1, "VCPU": 4, "MEMORY_MB": 10}}
         assert usages.for_project_by_type(conn, "nobody", consumer_type="all") == {}
+
+
+def test_project_usage_is_exact_over_many_allocations(db):
+    """120,000 allocations across 12,000 consumers: the single-query sums
+    match sums computed here, per project, per user and per type."""
+    from collections import Counter
+
+    from sqlalchemy import insert
+
+    n_consumers, per_consumer = 12_000, 10
+    classes = ["VCPU", "MEMORY_MB", "DISK_GB", "CUSTOM_A", "CUSTOM_B"]
+    with db.write() as conn:
+        rps = [factories.provider(conn)["id"] for _ in range(4)]
+        rc_ids = [factories.class_id(conn, name) for name in classes]
+        conn.execute(insert(t.projects), [{"external_id": f"p{i}"} for i in range(5)])
+        conn.execute(insert(t.users), [{"external_id": f"u{i}"} for i in range(3)])
+        conn.execute(insert(t.consumer_types), [{"name": "INSTANCE"}])
+        project_ids = dict(conn.execute(select(t.projects.c.external_id, t.projects.c.id)).all())
+        user_ids = dict(conn.execute(select(t.users.c.external_id, t.users.c.id)).all())
+        type_id = conn.scalar(select(t.consumer_types.c.id))
+        rows = [{"uuid": str(uuid.UUID(int=i + 1)),
+                 "project_id": project_ids[f"p{i % 5}"],
+                 "user_id": user_ids[f"u{i % 3}"],
+                 "consumer_type_id": type_id if i % 2 else None,
+                 "generation": 1} for i in range(n_consumers)]
+        conn.execute(insert(t.consumers), rows)
+        ids = dict(conn.execute(select(t.consumers.c.uuid, t.consumers.c.id)).all())
+        expected: dict = {}
+        allocs = []
+        for i in range(n_consumers):
+            cid = ids[str(uuid.UUID(int=i + 1))]
+            for j in range(per_consumer):
+                used = (i * 7 + j) % 13 + 1
+                rc = j % len(classes)
+                allocs.append({"resource_provider_id": rps[(i + j) % 4],
+                               "consumer_id": cid,
+                               "resource_class_id": rc_ids[rc], "used": used})
+                for key in ((f"p{i % 5}", None, None), (f"p{i % 5}", f"u{i % 3}", None),
+                            (f"p{i % 5}", None, "INSTANCE" if i % 2 else "unknown")):
+                    expected.setdefault(key, Counter())[classes[rc]] += used
+        for start in range(0, len(allocs), 20_000):
+            conn.execute(insert(t.allocations), allocs[start:start + 20_000])
+    statements = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", count)
+    with db.read() as conn:
+        before = len(statements)
+        usages.for_project(conn, "p1", "u2")
+        usages.for_project_by_type(conn, "p1", "u2")
+        # One statement each, whatever the number of consumers.
+        assert len(statements) - before == 2
+    event.remove(db.engine, "before_cursor_execute", count)
+    with db.read() as conn:
+        for project in ("p0", "p3"):
+            assert usages.for_project(conn, project) == dict(expected[(project, None, None)])
+            assert usages.for_project(conn, project, "u1") == dict(
+                expected[(project, "u1", None)])
+            by_type = usages.for_project_by_type(conn, project)
+            assert by_type["INSTANCE"].pop("consumer_count") == 1200
+            assert by_type["unknown"].pop("consumer_count") == 1200
+            assert by_type == {
+                "INSTANCE": dict(expected[(project, None, "INSTANCE")]),
+                "unknown": dict(expected[(project, None, "unknown")])}
+
+
+def test_reshape_moves_inventory_and_allocations_together(db):
+    from placement_lite.ledger import inventories, reshaper
+    from placement_lite.ledger.reshaper import ProviderInventories
+
+    with db.write() as conn:
+        parent = factories.provider_with(conn, VCPU=8, MEMORY_MB=4096)
+        child = factories.provider(conn)
+    moving, staying = _uuid(), _uuid()
+    _write(db, ConsumerWrite(moving, "p", "u", {parent["uuid"]: {"VCPU": 2, "MEMORY_MB": 1024}}),
+           ConsumerWrite(staying, "q", "u", {parent["uuid"]: {"MEMORY_MB": 512}}))
+
+    def plan(vcpu_total, parent_generation=1):
+        return {parent["uuid"]: ProviderInventories(parent_generation, {
+                    "MEMORY_MB": inventories.make("MEMORY_MB", {"total": 4096})}),
+                child["uuid"]: ProviderInventories(0, {
+                    "VCPU": inventories.make("VCPU", {"total": vcpu_total})})}
+
+    move = ConsumerWrite(moving, "p", "u", {parent["uuid"]: {"MEMORY_MB": 1024},
+                                             child["uuid"]: {"VCPU": 2}},
+                         expected_generation=1)
+    checked = []
+    with pytest.raises(reshaper.StaleProviderGeneration):
+        db.run_write(lambda conn: reshaper.reshape(conn, plan(8, 0), [move]))
+    with pytest.raises(errors.CapacityExceeded):
+        db.run_write(lambda conn: reshaper.reshape(conn, plan(1), [move]))
+    # Without moving the VCPU allocation the parent's VCPU cannot go.
+    with pytest.raises(errors.InventoryInUse):
+        db.run_write(lambda conn: reshaper.reshape(conn, plan(8), []))
+    with db.read() as conn:
+        assert usages.for_provider(conn, parent["uuid"])[1] == {"VCPU": 2, "MEMORY_MB": 1536}
+        assert usages.for_provider(conn, child["uuid"])[1] == {}
+    db.run_write(lambda conn: reshaper.reshape(
+        conn, plan(8), [move], [lambda conn, projects: checked.append(projects)]))
+    assert checked == [{"p"}]
+    with db.read() as conn:
+        assert usages.for_provider(conn, parent["uuid"])[1] == {"MEMORY_MB": 1536}
+        assert usages.for_provider(conn, child["uuid"])[1] == {"VCPU": 2}
+        assert usages.for_project(conn, "p") == {"VCPU": 2, "MEMORY_MB": 1024}
+        assert consumers.get(conn, moving).generation == 2
+        assert consumers.get(conn, staying).generation == 1
