@@ -78,7 +78,7 @@ class Server:
 def _suite(args):
     """Every scenario of bench/README.md, each on a fresh SQLite database
     and a fresh server."""
-    out = {}
+    out = {"load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
     port = args.port
     workdir = tempfile.mkdtemp(prefix="pl-bench-", dir=args.workdir)
 
@@ -128,6 +128,7 @@ def _suite(args):
              workers=2, tput=[("throughput_full", None),
                               ("throughput_limit_10", 10)])
     scenario("claims_200", "flat", 200, [], workers=2, claim=args.clients)
+    out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
 

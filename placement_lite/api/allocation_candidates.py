@@ -37,20 +37,6 @@ def _requests_dict(result, uuid, with_mappings):
     return out
 
 
-def _summaries(sums, feats):
-    out = {}
-    for summary in sums.values():
-        body = {"resources": {name: {"capacity": cap, "used": used}
-                              for name, (cap, used) in summary.resources.items()}}
-        if feats.required:
-            body["traits"] = summary.traits
-        if feats.nested:
-            body["parent_provider_uuid"] = summary.parent_uuid
-            body["root_provider_uuid"] = summary.root_uuid
-        out[summary.uuid] = body
-    return out
-
-
 class AllocationCandidates:
     policies = {"GET": "placement:allocation_candidates:list"}
 
@@ -72,7 +58,8 @@ class AllocationCandidates:
             classes = None if feats.all_resources_in_summaries \
                 else wanted.resource_class_names()
             sums = summaries.summarize(conn, result, wanted.nested_aware,
-                                       classes, with_traits=feats.required)
+                                       classes, with_traits=feats.required,
+                                       with_tree=feats.nested)
         uuid = result.uuids.__getitem__
         if feats.dict_requests:
             reqs = _requests_dict(result, uuid, feats.mappings)
@@ -83,7 +70,7 @@ class AllocationCandidates:
         resp.content_type = falcon.MEDIA_JSON
         resp.data = json.dumps(
             {"allocation_requests": reqs,
-             "provider_summaries": _summaries(sums, feats)},
+             "provider_summaries": sums},
             separators=(",", ":"), check_circular=False).encode()
         render.cache_headers(req, resp)
 

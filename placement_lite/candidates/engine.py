@@ -35,6 +35,7 @@ from placement_lite.db import tables as t
 
 RP = t.resource_providers
 FIRST_SPAN = 256
+MIN_SPAN = 32
 MAX_SPAN = 1 << 16
 IN_CHUNK = 500
 
@@ -289,10 +290,19 @@ class Search:
             if g is not None and g.forbidden_aggs:
                 facts.root_agg_bad[rp] = bool(row[pos])
 
-    def _read_parents(self, where_roots, facts: Facts) -> None:
-        for rp, parent in self.conn.execute(
-                select(RP.c.id, RP.c.parent_provider_id).where(where_roots)):
-            facts.parent[rp] = parent
+    def _read_parents(self, facts: Facts) -> None:
+        """Complete the parent links of the providers read so far with
+        their ancestors that serve no group (for same_subtree)."""
+        known = self.shared.parent
+        while True:
+            missing = {p for p in facts.parent.values()
+                       if p is not None and p not in facts.parent and p not in known}
+            if not missing:
+                return
+            for part in _chunks(sorted(missing)):
+                for rp, parent in self.conn.execute(select(
+                        RP.c.id, RP.c.parent_provider_id).where(RP.c.id.in_(part))):
+                    facts.parent[rp] = parent
 
     def _read_sharing(self) -> None:
         """Sharing providers able to serve some slot, and the trees
@@ -331,9 +341,7 @@ class Search:
         for ss in eligible:
             self.sharing.setdefault(facts.root[ss], set()).add(ss)
         if self.need_parents:
-            roots = sorted({facts.root[ss] for ss in eligible})
-            for part in _chunks(roots):
-                self._read_parents(RP.c.root_provider_id.in_(part), facts)
+            self._read_parents(facts)
 
     # -- the search ---------------------------------------------------------
 
@@ -518,7 +526,7 @@ class Search:
         start = lo
         span = FIRST_SPAN
         if self.bound:
-            span = max(FIRST_SPAN, 2 * self.bound)
+            span = max(MIN_SPAN, 2 * self.bound)
         while lo <= top:
             hi = min(lo + span - 1, top)
             yield lo, hi
@@ -556,7 +564,7 @@ class Search:
                 self._read_roots(lo, hi, facts)
                 anchors &= facts.root_ok
             if self.need_parents:
-                self._read_parents(where, facts)
+                self._read_parents(facts)
             for anchor in sorted(anchors):
                 if single and anchor in facts.alone:
                     self.yielded += 1

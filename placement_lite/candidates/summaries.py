@@ -8,7 +8,6 @@ current allocations.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from sqlalchemy import select
@@ -17,15 +16,6 @@ from sqlalchemy.engine import Connection
 from placement_lite.candidates.engine import IN_CHUNK, Result
 from placement_lite.candidates.filters import used_subquery
 from placement_lite.db import tables as t
-
-
-@dataclass
-class Summary:
-    uuid: str
-    parent_uuid: Optional[str]
-    root_uuid: str
-    resources: dict = field(default_factory=dict)  # class -> (capacity, used)
-    traits: list = field(default_factory=list)
 
 
 def _parts(ids: Iterable[int]):
@@ -47,8 +37,12 @@ def _where(column, ids: Iterable[int]):
 
 
 def summarize(conn: Connection, result: Result, whole_trees: bool,
-              classes: Optional[set] = None, with_traits: bool = True) -> dict:
-    """provider id -> Summary, ordered by provider id.
+              classes: Optional[set] = None, with_traits: bool = True,
+              with_tree: bool = True) -> dict:
+    """provider uuid -> its summary, in the response's shape:
+    {"resources": {class: {"capacity", "used"}}, "traits": [...] (when
+    with_traits), "parent_provider_uuid", "root_provider_uuid" (when
+    with_tree)}, ordered by provider id.
 
     `classes` (names) limits the resources shown; None shows every class.
     """
@@ -61,7 +55,6 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     if whole_trees:
         column = rp.c.root_provider_id
         keys = {result.roots[p] for p in used}
-        # Every tree's root is itself one of the rows.
     else:
         column = rp.c.id
         keys = used
@@ -80,10 +73,16 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     for part in _parts(missing):
         uuid_of.update(conn.execute(
             select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(part))).all())
-    out = {}
+    bodies = {}
     for pid in sorted(rows):
-        row = rows[pid]
-        out[pid] = Summary(row[1], uuid_of.get(row[2]), uuid_of[row[3]])
+        body = {"resources": {}}
+        if with_traits:
+            body["traits"] = []
+        if with_tree:
+            row = rows[pid]
+            body["parent_provider_uuid"] = uuid_of.get(row[2])
+            body["root_provider_uuid"] = uuid_of[row[3]]
+        bodies[pid] = body
 
     inv = t.inventories
     rc = t.resource_classes
@@ -96,9 +95,11 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     for cond in _where(column, keys):
         for pid, name, total, reserved, ratio, usage in conn.execute(
                 query.where(cond).order_by(inv.c.resource_class_id)).all():
-            if pid in out:
-                out[pid].resources[name] = (
-                    int((total - reserved) * ratio), int(usage or 0))
+            body = bodies.get(pid)
+            if body is not None:
+                body["resources"][name] = {
+                    "capacity": int((total - reserved) * ratio),
+                    "used": int(usage or 0)}
 
     if with_traits:
         rpt = t.resource_provider_traits
@@ -108,8 +109,9 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
                               .join(rp, rp.c.id == rpt.c.resource_provider_id)))
         for cond in _where(column, keys):
             for pid, name in conn.execute(query.where(cond)).all():
-                if pid in out:
-                    out[pid].traits.append(name)
-        for summary in out.values():
-            summary.traits.sort()
-    return out
+                body = bodies.get(pid)
+                if body is not None:
+                    body["traits"].append(name)
+        for body in bodies.values():
+            body["traits"].sort()
+    return {uuid_of[pid]: body for pid, body in bodies.items()}
