@@ -45,5 +45,8 @@ class Healthcheck:
             return
         render.send(resp, {"status": "ok", "database": "ok"})
 
+    # Load balancers often probe with HEAD: same check, status only.
+    on_head = on_get
+
 
 ROUTES = [("/", Root), ("/healthcheck", Healthcheck)]
