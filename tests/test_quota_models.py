@@ -308,3 +308,27 @@ def test_models_are_named_as_keystone_names_them():
     assert models.get_model("strict_two_level").max_depth == 2
     with pytest.raises(ValueError):
         models.get_model("three_level")
+
+
+def test_reshaper_runs_the_claim_check(db):
+    from placement_lite.ledger import inventories, providers, reshaper
+
+    w = World(db, "flat")
+    w.register(VCPU, 4)
+    consumer = w.claim("P", 4)
+
+    def reshape(amount):
+        with db.read() as conn:
+            generation = providers.find_by_uuid(conn, w.rp).generation
+        wanted = {w.rp: reshaper.ProviderInventories(generation, {
+            "VCPU": inventories.make("VCPU", {"total": 10000})})}
+        write = allocations.ConsumerWrite(consumer, "P", "user",
+                                          {w.rp: {"VCPU": amount}})
+        db.run_write(lambda conn: reshaper.reshape(
+            conn, wanted, [write], [w.enforcer.claim_check]))
+
+    # Moving the same usage is fine at the limit; growing it is not.
+    reshape(4)
+    with pytest.raises(errors.OverLimit):
+        reshape(5)
+    assert w.usage("P") == (4, 4)
