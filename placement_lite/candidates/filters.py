@@ -30,8 +30,7 @@ def trait_ids(conn: Connection, names: Iterable[str]) -> dict:
     ).all())
     missing = [n for n in names if n not in found]
     if missing:
-        raise Invalid(f"No such trait(s): {', '.join(missing)}.",
-                      code="placement.query.bad_value")
+        raise Invalid(f"No such trait(s): {', '.join(missing)}.")
     return found
 
 
@@ -46,8 +45,7 @@ def resource_class_ids(conn: Connection, names: Iterable[str],
     missing = [n for n in names if n not in found]
     if missing:
         raise Invalid(f"Invalid resource class in {param} parameter: No such "
-                      f"resource class {', '.join(missing)}.",
-                      code="placement.query.bad_value")
+                      f"resource class {', '.join(missing)}.")
     return found
 
 

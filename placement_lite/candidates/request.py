@@ -15,8 +15,10 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
 
-from placement_lite.ledger.errors import Invalid
+from placement_lite.ledger.errors import DEFAULT_CODE, Invalid
 
+# Placement tags only some of these 400s with a specific code; the rest
+# carry the undefined code, and so do ours.
 QUERYPARAM_BAD_VALUE = "placement.query.bad_value"
 QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
 DUPLICATE_QUERYPARAM = "placement.query.duplicate_key"
@@ -126,7 +128,7 @@ class CandidateRequest:
         return uuids
 
 
-def _bad(detail: str, code: str = QUERYPARAM_BAD_VALUE) -> Invalid:
+def _bad(detail: str, code: str = DEFAULT_CODE) -> Invalid:
     return Invalid(detail, code=code)
 
 
@@ -299,7 +301,7 @@ def _check_orphans(groups: Mapping[str, RequestGroup]) -> None:
         raise _bad("All request groups must specify resources.")
     if not groups:
         raise _bad("At least one request group (`resources` or "
-                   "`resources{$S}`) is required.", QUERYPARAM_MISSING_VALUE)
+                   "`resources{$S}`) is required.")
 
 
 def _check_resourceless(groups: Mapping[str, RequestGroup],
@@ -312,11 +314,12 @@ def _check_resourceless(groups: Mapping[str, RequestGroup],
     bad = [s for s in resourceless if s not in in_subtrees]
     if bad:
         raise _bad("Resourceless suffixed group request should be specified "
-                   f"in `same_subtree` query param: bad group(s) - {bad}.")
+                   f"in `same_subtree` query param: bad group(s) - {bad}.",
+                   QUERYPARAM_BAD_VALUE)
     unknown = sorted(s for s in in_subtrees if s not in groups)
     if unknown:
         raise _bad("Real suffixes should be specified in `same_subtree`: "
-                   f"{unknown} not found in {list(groups)}.")
+                   f"{unknown} not found in {list(groups)}.", QUERYPARAM_BAD_VALUE)
 
 
 def parse_candidate_request(params: Mapping[str, Sequence[str]],
@@ -347,7 +350,8 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
         conflicts = root_required & root_forbidden
         if conflicts:
             raise _bad("Conflicting required and forbidden traits found in "
-                       f"root_required: {', '.join(sorted(conflicts))}")
+                       f"root_required: {', '.join(sorted(conflicts))}",
+                       QUERYPARAM_BAD_VALUE)
 
     same_subtrees: list = []
     if feats.same_subtree:
@@ -355,7 +359,7 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
             suffixes = {s.strip() for s in value.split(",")}
             if "" in suffixes:
                 raise _bad("Empty string (unsuffixed group) can not be "
-                           "specified in `same_subtree`.")
+                           "specified in `same_subtree`.", QUERYPARAM_BAD_VALUE)
             same_subtrees.append(suffixes)
         _check_resourceless(groups, same_subtrees)
     else:
@@ -367,8 +371,7 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
     numbered = [s for s in groups if s]
     if not group_policy and len(numbered) > 1:
         raise _bad('The "group_policy" parameter is required when specifying '
-                   'more than one "resources{$S}" parameter.',
-                   QUERYPARAM_MISSING_VALUE)
+                   'more than one "resources{$S}" parameter.')
 
     return CandidateRequest(
         groups=groups, limit=limit, group_policy=group_policy,
