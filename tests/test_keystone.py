@@ -116,7 +116,7 @@ def fake_keystone():
         yield ks
 
 
-def _settings(db, ks, tmp_path, **overrides):
+def _ini(ks, tmp_path):
     ini = tmp_path / "keystone.ini"
     ini.write_text("[keystone_authtoken]\n"
                    "auth_type = admin_token\n"
@@ -124,7 +124,11 @@ def _settings(db, ks, tmp_path, **overrides):
                    f"token = {SERVICE_TOKEN}\n"
                    f"www_authenticate_uri = {ks.url}/v3\n"
                    "service_token_roles_required = true\n")
-    return Settings(db=db.url, auth="keystone", keystone_config_file=str(ini),
+    return str(ini)
+
+
+def _settings(db, ks, tmp_path, **overrides):
+    return Settings(db=db.url, auth="keystone", keystone_config_file=_ini(ks, tmp_path),
                     **overrides)
 
 
@@ -206,3 +210,20 @@ def test_wrap_refuses_to_run_without_delayed_decision_off(db, fake_keystone, tmp
     wrapped = keystone.wrap(lambda env, start: [], None, options)
     # Whatever the operator wrote, auth_token defers to the API's own 401.
     assert wrapped.protocol._delay_auth_decision is True
+
+
+def test_served_with_auth_keystone(fake_keystone, tmp_path):
+    """The command an operator runs: `serve --auth keystone --keystone-config-file`."""
+    from tests.servers import serve
+
+    valid = fake_keystone.issue("p1", ["admin"])
+    with serve(f"sqlite:///{tmp_path / 'ks.sqlite'}", "--auth", "keystone",
+               "--keystone-config-file", _ini(fake_keystone, tmp_path),
+               "--workers", "2") as srv:
+        assert "auth: keystone" in srv.output
+        status, _h, _b = srv.request("GET", "/resource_providers", token=valid)
+        assert status == 200
+        status, headers, body = srv.request("GET", "/resource_providers", token="forged")
+        assert status == 401 and body["errors"][0]["status"] == 401
+        assert headers["WWW-Authenticate"].startswith("Keystone uri=")
+        assert srv.request("GET", "/healthcheck", token=None)[0] == 200
