@@ -52,9 +52,9 @@ def test_duplicates_are_refused(db):
         with pytest.raises(errors.DuplicateName):
             providers.create_provider(conn, "same")
     with db.write() as conn:
-        with pytest.raises(errors.Conflict) as exc:
+        with pytest.raises(errors.DuplicateName) as exc:
             providers.create_provider(conn, "other", first.uuid)
-        assert not isinstance(exc.value, errors.DuplicateName)
+        assert first.uuid in exc.value.detail
 
 
 def test_list_filters_intersect(db):

@@ -1,6 +1,7 @@
 """/resource_providers and /resource_providers/{uuid}."""
 from __future__ import annotations
 
+import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -95,11 +96,11 @@ class ResourceProviders:
 
     def on_post(self, req, resp):
         data = request.json_body(req, schema.CREATE.at(req.context.microversion))
+        new_uuid = str(uuidlib.UUID(data["uuid"])) if data.get("uuid") else None
 
         def create(conn):
             return providers.create_provider(
-                conn, data["name"], data.get("uuid"),
-                data.get("parent_provider_uuid"))
+                conn, data["name"], new_uuid, data.get("parent_provider_uuid"))
 
         created = self.services.db.run_write(create)
         resp.location = req.prefix + provider_url(created.uuid)

@@ -163,7 +163,8 @@ def _check_unique(conn: Connection, name: str, uuid: Optional[str],
     if uuid is not None:
         clash = select(_rp.c.id).where(_rp.c.uuid == uuid)
         if conn.execute(clash).first() is not None:
-            raise errors.Conflict(
+            # Placement reports a taken uuid with the duplicate-name code too.
+            raise errors.DuplicateName(
                 f"Conflicting resource provider uuid: {uuid} already exists.")
     clash = select(_rp.c.id).where(_rp.c.name == name)
     if exclude_id is not None:
@@ -177,8 +178,8 @@ def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
                     parent_uuid: Optional[str] = None) -> Provider:
     """Create a provider (a root unless `parent_uuid` is given).
 
-    409 DuplicateName for a taken name, 409 Conflict for a taken uuid,
-    400 Invalid when the parent does not exist.
+    409 DuplicateName for a taken name or uuid, 400 Invalid when the
+    parent does not exist.
     """
     uuid = uuid or str(uuidlib.uuid4())
     _check_unique(conn, name, uuid)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from placement_lite.api.microversion import VersionedTable
+from placement_lite.api.schemas.resource_providers import UUID
 
-_UUIDS = {"type": "array", "items": {"type": "string", "format": "uuid"},
-          "uniqueItems": True}
+_UUIDS = {"type": "array", "items": UUID, "uniqueItems": True}
 
 # Before 1.19 the body is the bare list; from 1.19 it carries the
 # provider generation as well.

@@ -5,8 +5,12 @@ import copy
 
 from placement_lite.api.microversion import VersionedTable
 
-UUID = {"type": "string", "format": "uuid"}
-NAME = {"type": "string", "minLength": 1, "maxLength": 200}
+# A uuid with or without its dashes, in either case, as Placement accepts;
+# the uuid of a new provider is stored in the canonical dashed lower case.
+UUID = {"type": "string",
+        "pattern": "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                   "[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"}
+NAME = {"type": "string", "maxLength": 200}
 PARENT = {"anyOf": [UUID, {"type": "null"}]}
 
 _CREATE_1_0 = {
