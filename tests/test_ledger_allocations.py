@@ -39,7 +39,7 @@ def test_write_read_and_replace(db):
         assert allocs == {rp["uuid"]: {"generation": 1, "resources": {
             "VCPU": 2, "MEMORY_MB": 512}}}
         gen, by_consumer, _ = allocations.for_provider(conn, rp["uuid"])
-        assert by_consumer == {consumer: {"VCPU": 2, "MEMORY_MB": 512}}
+        assert by_consumer == {consumer: ({"VCPU": 2, "MEMORY_MB": 512}, 1)}
     # Replacing releases the old claim before checking the new one.
     _write(db, ConsumerWrite(consumer, "p1", "u1", {rp["uuid"]: {"VCPU": 8}},
                              expected_generation=1))

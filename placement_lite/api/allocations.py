@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid as uuidlib
 from typing import Any, Mapping
 
 from placement_lite.api import errors, render, request
@@ -78,7 +79,8 @@ class ConsumerAllocations:
         self.services = services
 
     def on_get(self, req, resp, consumer_uuid):
-        check_uuid(consumer_uuid)
+        # Any string may be asked about; what is not a stored consumer
+        # simply has no allocations.
         with self.services.db.read() as conn:
             consumer, allocs, stamps = allocations.for_consumer(conn, consumer_uuid)
         render.send(resp, consumer_body(req, consumer, allocs))
@@ -86,12 +88,12 @@ class ConsumerAllocations:
 
     def on_put(self, req, resp, consumer_uuid):
         check_uuid(consumer_uuid)
+        consumer_uuid = str(uuidlib.UUID(consumer_uuid))
         data = request.json_body(req, schema.PUT.at(req.context.microversion))
         write(self.services, [consumer_write(req, consumer_uuid, data)])
         render.no_content(resp)
 
     def on_delete(self, req, resp, consumer_uuid):
-        check_uuid(consumer_uuid)
         self.services.db.run_write(
             lambda conn: allocations.delete_for_consumer(conn, consumer_uuid))
         render.no_content(resp)
@@ -120,10 +122,14 @@ class ProviderAllocations:
     def on_get(self, req, resp, uuid):
         with self.services.db.read() as conn:
             generation, by_consumer, stamps = allocations.for_provider(conn, uuid)
-        render.send(resp, {
-            "allocations": {consumer: {"resources": resources}
-                            for consumer, resources in by_consumer.items()},
-            "resource_provider_generation": generation})
+        with_generation = at_least(req, "1.28")
+        allocs = {}
+        for consumer, (resources, consumer_generation) in by_consumer.items():
+            allocs[consumer] = {"resources": resources}
+            if with_generation:
+                allocs[consumer]["consumer_generation"] = consumer_generation
+        render.send(resp, {"allocations": allocs,
+                           "resource_provider_generation": generation})
         render.cache_headers(req, resp, stamps)
 
 

@@ -100,16 +100,17 @@ def bump_providers(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
                         .where(rp.c.id.in_(ids)).order_by(rp.c.id)).all()
     if len(rows) != len(ids):
         raise errors.ConcurrentUpdate(
-            "a resource provider was deleted while allocations were written; "
-            "retrying.")
+            "Inventory and/or allocations changed while attempting to "
+            "allocate: a resource provider was deleted meanwhile; try again.")
     for row in rows:
         result = conn.execute(
             update(rp).where(rp.c.id == row.id, rp.c.generation == row.generation)
             .values(generation=rp.c.generation + 1, updated_at=utcnow()))
         if result.rowcount != 1:
             raise errors.ConcurrentUpdate(
-                f"resource provider {row.uuid} was updated by another request "
-                "while allocations were written; retrying.")
+                "Inventory and/or allocations changed while attempting to "
+                f"allocate: resource provider {row.uuid} was updated by "
+                "another request; try again.")
     return {row.id: row.uuid for row in rows}
 
 
@@ -236,17 +237,19 @@ def provider_generation(conn: Connection, rp_uuid: str):
 
 
 def for_provider(conn: Connection, rp_uuid: str):
-    """(provider generation, {consumer uuid: {class: used}}, stamps)."""
+    """(provider generation, {consumer uuid: ({class: used}, consumer
+    generation)}, stamps)."""
     provider = provider_generation(conn, rp_uuid)
     a, c, rc = t.allocations, t.consumers, t.resource_classes
     rows = conn.execute(
-        select(c.c.uuid, rc.c.name, a.c.used, a.c.created_at, a.c.updated_at)
+        select(c.c.uuid, c.c.generation, rc.c.name, a.c.used, a.c.created_at,
+               a.c.updated_at)
         .join(c, c.c.id == a.c.consumer_id)
         .join(rc, rc.c.id == a.c.resource_class_id)
         .where(a.c.resource_provider_id == provider.id))
     result: dict[str, dict] = {}
     stamps: list = _timestamps(provider)
     for row in rows:
-        result.setdefault(row.uuid, {})[row.name] = int(row.used)
+        result.setdefault(row.uuid, ({}, row.generation))[0][row.name] = int(row.used)
         stamps += _timestamps(row)
     return provider.generation, result, stamps

@@ -56,8 +56,8 @@ def _ensure_named(conn: Connection, table, column, value: str) -> int:
                             ).inserted_primary_key[0]
     except IntegrityError:
         raise errors.ConcurrentUpdate(
-            f"{table.name} row {value!r} was created by another request; "
-            "retrying.")
+            f"{table.name} row {value!r} was created by another request at "
+            "the same time; try again.")
 
 
 def ensure_project(conn: Connection, external_id: str) -> int:
@@ -123,7 +123,8 @@ def create(conn: Connection, uuid: str, project: str, user: str,
         # Another writer created this consumer since we looked: start over
         # in a fresh transaction, which will see it.
         raise errors.ConcurrentUpdate(
-            f"consumer {uuid} was created by another request; retrying.")
+            f"consumer {uuid} was created by another request at the same "
+            "time; re-read its allocations and try again.")
     return Consumer(new_id, uuid, project, user, consumer_type, 1)
 
 
@@ -148,8 +149,8 @@ def claim(conn: Connection, consumer: Consumer, project: str, user: str,
         .values(values))
     if result.rowcount != 1:
         raise errors.ConcurrentUpdate(
-            f"consumer {consumer.uuid} was changed by another request; "
-            "retrying.")
+            f"consumer {consumer.uuid} was changed by another request at the "
+            "same time; re-read its allocations and try again.")
     consumer.generation += 1
     consumer.project_id, consumer.user_id = project, user
     if consumer_type is not None:
