@@ -95,6 +95,7 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
                worker: Optional[int] = None, app=None) -> None:
     """Serve on `sock` until SIGTERM/SIGINT, then drain."""
     import waitress
+    from waitress import wasyncore
 
     app = app or build_wsgi(settings, db, worker=worker)
     # What start-up built lives as long as the process: keep it out of the
@@ -107,8 +108,6 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
         # (InputLimitsMiddleware); far larger ones are refused by waitress
         # before they are buffered.
         max_request_body_size=max(4 * settings.max_body_bytes, 8 * 1024 * 1024))
-    from waitress import wasyncore
-
     stop: list[int] = []
 
     def on_signal(signum, _frame):
@@ -124,9 +123,6 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
                        map=server._map, count=1)
     LOG.info("stopping: finishing requests in flight")
     _drain(server, settings.shutdown_timeout)
-    closer = getattr(app, "close", None)
-    if callable(closer):
-        closer()
 
 
 class Supervisor:
