@@ -41,7 +41,7 @@ def _provider(conn: Connection, uuid: str) -> providers.Provider:
     if found is None:
         raise errors.Invalid(
             f"Resource provider {uuid} in inventories not found; create it "
-            "before reshaping.")
+            "before reshaping.", code="placement.resource_provider.not_found")
     return found
 
 
