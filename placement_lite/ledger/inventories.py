@@ -66,24 +66,23 @@ def validate(provider: Provider, inv: Inventory,
              reserved_may_equal_total: bool = True) -> None:
     """Invalid (400) for an inventory that cannot hold anything sensible.
 
-    Until microversion 1.26 reserved had to stay below total; from 1.26 it
-    may equal total (a provider whose whole inventory is held back).
+    Capacity is (total - reserved) * allocation_ratio. Until microversion
+    1.26 it had to be positive (reserved below total, a positive ratio);
+    from 1.26 it may be zero (a provider whose whole inventory is held
+    back) but never negative.
     """
     where = f"'{inv.resource_class}' on resource provider '{provider.uuid}'"
+    capacity = (f"capacity ((total {inv.total} - reserved {inv.reserved}) * "
+                f"allocation_ratio {inv.allocation_ratio})")
     if reserved_may_equal_total:
-        if inv.reserved > inv.total:
+        if inv.reserved > inv.total or inv.capacity < 0:
             raise errors.Invalid(
-                f"Invalid inventory for {where}. The reserved value "
-                f"({inv.reserved}) is greater than total ({inv.total}).")
-    elif inv.reserved >= inv.total:
+                f"Invalid inventory for {where}. The reserved value is "
+                f"greater than total, or the {capacity} is negative.")
+    elif inv.capacity <= 0:
         raise errors.Invalid(
-            f"Invalid inventory for {where}. The reserved value "
-            f"({inv.reserved}) is greater than or equal to total "
-            f"({inv.total}).")
-    if inv.allocation_ratio <= 0:
-        raise errors.Invalid(
-            f"Invalid inventory for {where}. allocation_ratio must be greater "
-            f"than 0, got {inv.allocation_ratio}.")
+            f"Invalid inventory for {where}. The reserved value is greater "
+            f"than or equal to total, or the {capacity} is not positive.")
     if inv.min_unit > inv.max_unit:
         raise errors.Invalid(
             f"Invalid inventory for {where}. min_unit ({inv.min_unit}) must "
