@@ -161,3 +161,16 @@ def test_a_real_deadlock_is_retried(db):
             assert sorted(conn.execute(select(rows.c.n))) == [(2,), (2,)]
     finally:
         scratch.drop_all(db.engine)
+
+
+def test_db_upgrade_and_version_commands(tmp_path, capsys):
+    from placement_lite import cli
+
+    url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
+    assert cli.main(["db", "version", "--db", url]) == 0
+    assert capsys.readouterr().out.startswith("none (head ")
+    assert cli.main(["db", "upgrade", "--db", url]) == 0
+    assert capsys.readouterr().out.strip() == f"schema at {migrate.head_version()}"
+    assert cli.main(["db", "version", "--db", url]) == 0
+    head = migrate.head_version()
+    assert capsys.readouterr().out.strip() == f"{head} (head {head})"

@@ -156,3 +156,24 @@ def test_two_services_starting_at_once_share_one_schema_upgrade(backend):
         assert out.returncode == 0
         current, head = out.stdout.split(" (head ")
         assert current.strip() == head.strip(" )\n")
+
+
+def test_json_logs_one_object_per_request(sqlite_url):
+    import json
+
+    with serve(sqlite_url, "--log-format", "json", "--workers", "2") as srv:
+        status, headers, _body = srv.request("GET", "/resource_providers",
+                                             version="1.14")
+        assert status == 200
+        rid = headers["x-openstack-request-id"]
+        line = srv.wait_for_line(rid)
+        record = json.loads(line)
+        assert (record["method"], record["path"], record["status"],
+                record["microversion"], record["request_id"]) == (
+            "GET", "/resource_providers", 200, "1.14", rid)
+        assert record["ms"] >= 0 and record["level"] == "INFO"
+    # Everything but the start-up banner is JSON.
+    for line in srv.lines[1:]:
+        if line.strip():
+            json.loads(line)
+
