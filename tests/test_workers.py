@@ -177,3 +177,36 @@ def test_json_logs_one_object_per_request(sqlite_url):
         if line.strip():
             json.loads(line)
 
+
+
+_CRASHING_WORKER = textwrap.dedent("""
+    import logging, os, sys
+    from placement_lite.config import Settings
+    from placement_lite.server import Supervisor, open_socket
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+    sock = open_socket("127.0.0.1", 0)
+    print("ready", flush=True)
+    Supervisor(Settings(db="sqlite://", workers=1), sock,
+               target=lambda settings, sock, index: os._exit(3)).run()
+    print("stopped", flush=True)
+""")
+
+
+def test_a_crash_looping_worker_is_restarted_with_back_off():
+    proc = subprocess.Popen([sys.executable, "-c", _CRASHING_WORKER],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=20)[0]
+        assert proc.returncode == 0
+        starts = out.count("worker 0 started")
+        # Without back-off this would be hundreds; with it, a handful.
+        assert 2 <= starts <= 10, out
+        assert "exited with status 3" in out and out.rstrip().endswith("stopped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
