@@ -220,7 +220,7 @@ def test_custom_classes_use_their_own_id_range(db):
         assert not first.standard and resource_classes.get(conn, "VCPU").standard
         assert resource_classes.ensure(conn, "CUSTOM_A") is False
         assert resource_classes.ensure(conn, "CUSTOM_C") is True
-        with pytest.raises(errors.DuplicateName):
+        with pytest.raises(errors.Conflict):
             resource_classes.create(conn, "CUSTOM_A")
         with pytest.raises(errors.Invalid):
             resource_classes.delete_class(conn, "VCPU")

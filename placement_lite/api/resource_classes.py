@@ -74,8 +74,8 @@ class ResourceClass:
         request.validate({"name": name}, schema.PATH, what="Resource class name")
         created = self.services.db.run_write(
             lambda conn: resource_classes.ensure(conn, name))
+        resp.location = req.prefix + class_url(name)
         if created:
-            resp.location = req.prefix + class_url(name)
             resp.status = falcon.HTTP_201
             resp.content_type = None
         else:

@@ -33,7 +33,7 @@ class Traits:
         params = request.query(req, schema.LIST_QUERY)
         kwargs = _name_filter(params["name"]) if "name" in params else {}
         if "associated" in params:
-            kwargs["associated"] = params["associated"] == "true"
+            kwargs["associated"] = params["associated"].lower() == "true"
         with self.services.db.read() as conn:
             found = traits.list_traits(conn, **kwargs)
         render.send(resp, {"traits": [tr.name for tr in found]})
@@ -65,9 +65,9 @@ class Trait:
         request.validate({"name": name}, schema.PATH, what="Trait name")
         trait, created = self.services.db.run_write(
             lambda conn: traits.ensure(conn, name))
+        resp.location = f"{req.prefix}/traits/{name}"
         if created:
             resp.status = falcon.HTTP_201
-            resp.location = f"{req.prefix}/traits/{name}"
             resp.content_type = None
         else:
             render.no_content(resp)

@@ -103,9 +103,9 @@ def _insert(conn: Connection, name: str) -> ResourceClass:
 
 
 def create(conn: Connection, name: str) -> ResourceClass:
-    """Create a custom class; DuplicateName (409) if it exists."""
+    """Create a custom class; Conflict (409) if it exists."""
     if find(conn, name) is not None:
-        raise errors.DuplicateName(
+        raise errors.Conflict(
             f"Conflicting resource class already exists: {name}.")
     return _insert(conn, name)
 
@@ -124,8 +124,7 @@ def rename(conn: Connection, name: str, new_name: str) -> ResourceClass:
     if current.standard:
         raise errors.Invalid(f"Cannot update standard resource class {name}.")
     if new_name != name and find(conn, new_name) is not None:
-        raise errors.DuplicateName(
-            f"Resource class already exists: {new_name}.")
+        raise errors.Conflict(f"Resource class already exists: {new_name}.")
     conn.execute(update(_rc).where(_rc.c.id == current.id)
                  .values(name=new_name, updated_at=utcnow()))
     return get(conn, new_name)

@@ -16,7 +16,9 @@ LIST_QUERY = {
     "type": "object",
     "properties": {
         "name": {"type": "string"},
-        "associated": {"type": "string", "enum": ["true", "false"]},
+        # Case does not matter, as in Placement.
+        "associated": {"type": "string",
+                       "pattern": "^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])$"},
     },
     "additionalProperties": False,
 }
