@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from sqlalchemy import and_, case, exists, func, or_, select
+from sqlalchemy import and_, bindparam, case, exists, func, or_, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import filters
@@ -130,6 +130,7 @@ class Search:
         # many were produced so far; they size the slices.
         self.bound: Optional[int] = None
         self.yielded = 0
+        self._statements: dict = {}
 
     # -- SQL ----------------------------------------------------------------
 
@@ -213,12 +214,26 @@ class Search:
                       RP.c.parent_provider_id).where(*conds).order_by(
                           RP.c.root_provider_id, RP.c.id)
 
-    def _read_rows(self, where, facts: Facts, in_trees: bool = True) -> None:
+    def _built(self, key, build, reuse: bool):
+        """Slice statements are built once per request and re-run with new
+        bounds (building one costs more than running it); others are built
+        for their single use."""
+        if not reuse:
+            return build()
+        found = self._statements.get(key)
+        if found is None:
+            found = self._statements[key] = build()
+        return found
+
+    def _read_rows(self, where, facts: Facts, in_trees: bool = True,
+                   params=None) -> None:
         g = self.unnumbered
         if g is not None:
-            query, rc_order = self._unnumbered_select(where, in_trees)
+            query, rc_order = self._built(
+                ("unnumbered", in_trees),
+                lambda: self._unnumbered_select(where, in_trees), params is not None)
             nflags = len(g.required)
-            for row in self.conn.execute(query).all():
+            for row in self.conn.execute(query, params or {}).all():
                 rp, root = row[0], row[1]
                 facts.uuid[rp] = row[2]
                 facts.root[rp] = root
@@ -243,14 +258,17 @@ class Search:
             if not suffix:
                 continue
             facts.rows.setdefault(suffix, {})
+            query = self._built(("numbered", suffix),
+                                lambda: self._numbered_select(group, where),
+                                params is not None)
             for rp, root, uuid, parent in self.conn.execute(
-                    self._numbered_select(group, where)).all():
+                    query, params or {}).all():
                 facts.uuid[rp] = uuid
                 facts.root[rp] = root
                 facts.parent[rp] = parent
                 facts.add(suffix, rp, root)
 
-    def _read_inventory(self, where, facts: Facts) -> None:
+    def _read_inventory(self, where, facts: Facts, params=None) -> None:
         if not self.multi_rcs:
             return
         inv = t.inventories
@@ -259,7 +277,8 @@ class Search:
                         inv.c.max_unit, filters.used_subquery(inv))
                  .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
                  .where(where, inv.c.resource_class_id.in_(sorted(self.multi_rcs))))
-        for rp, rc, total, reserved, ratio, max_unit, used in self.conn.execute(query):
+        for rp, rc, total, reserved, ratio, max_unit, used in self.conn.execute(
+                query, params or {}):
             facts.inventory[(rp, rc)] = (
                 int((total - reserved) * ratio), int(used or 0), max_unit)
 
@@ -519,10 +538,12 @@ class Search:
     def _spans(self) -> Iterator[tuple]:
         """Root id ranges to read, sized from what the slices so far
         yielded, so a bounded answer reads little more than it needs."""
-        lo_hi = self.conn.execute(select(func.min(RP.c.id), func.max(RP.c.id))).one()
-        if lo_hi[0] is None:
+        # Two queries: SQLite answers min() or max() from the index alone,
+        # but scans the table for both at once.
+        lo = self.conn.execute(select(func.min(RP.c.id))).scalar()
+        if lo is None:
             return
-        lo, top = lo_hi
+        top = self.conn.execute(select(func.max(RP.c.id))).scalar()
         start = lo
         span = FIRST_SPAN
         if self.bound:
@@ -548,18 +569,20 @@ class Search:
         single = g is not None and not self.sharing and all(
             not s.numbered for s in self.slots)
         seen = set()
+        where = RP.c.root_provider_id.between(
+            bindparam("slice_lo"), bindparam("slice_hi"))
         for lo, hi in self._spans():
             facts = Facts()
             self.facts_now = facts
-            where = RP.c.root_provider_id.between(lo, hi)
-            self._read_rows(where, facts)
+            params = {"slice_lo": lo, "slice_hi": hi}
+            self._read_rows(where, facts, params=params)
             anchors = set()
             for rows in facts.rows.values():
                 anchors.update(rows)
             anchors.update(a for a in self.sharing if lo <= a <= hi)
             if not anchors:
                 continue
-            self._read_inventory(where, facts)
+            self._read_inventory(where, facts, params=params)
             if self.need_root_facts:
                 self._read_roots(lo, hi, facts)
                 anchors &= facts.root_ok
