@@ -51,6 +51,13 @@ def test_amounts_follow_what_blazar_holds_or_asks():
     (body(reservations=[{"resource_type": "physical:host", "max": True}]),
      "whole number"),
     (body(reservations={"a": 1}), "must be a list"),
+    (body(reservations=[{"resource_type": "physical:host",
+                         "amount": 2 ** 31}]), "at most 2147483647"),
+    (body(hours=24 * 365 * 5000, reservations=[
+        {"resource_type": "physical:host", "amount": 2 ** 31 - 1}]),
+     "more than can be accounted for"),
+    (body(project="p" * 256), "longer than 255"),
+    (body(name="n" * 256), "lease.name is longer than 255"),
 ])
 def test_malformed_bodies_name_the_problem(bad, words):
     with pytest.raises(lease.MalformedLease, match=words):

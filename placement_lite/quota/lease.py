@@ -36,6 +36,10 @@ from placement_lite.ledger import consumers, errors
 from placement_lite.quota import enforce, models, projects
 
 ENTRY_POINT_GROUP = "placement_lite.lease_filters"
+MAX_AMOUNT = 2147483647
+# Ledger entries are amount x seconds in a 64-bit column.
+MAX_UNIT_SECONDS = 2 ** 62
+MAX_TEXT = 255
 DEFAULT_CHAIN = ("max_duration", "max_amount", "budget")
 
 # How a person calls one unit of each Blazar resource type.
@@ -145,6 +149,8 @@ def _count(value, where: str) -> Optional[int]:
         raise MalformedLease(f"{where} must be a whole number, not {value!r}.")
     if number < 0:
         raise MalformedLease(f"{where} must not be negative.")
+    if number > MAX_AMOUNT:
+        raise MalformedLease(f"{where} must be at most {MAX_AMOUNT}.")
     return number
 
 
@@ -177,11 +183,21 @@ def parse_lease(raw, where: str = "lease") -> Lease:
         raise MalformedLease(f"{where}.reservations must be a list.")
     ident = raw.get("id")
     name = raw.get("name")
-    return Lease(id=str(ident) if ident is not None else None,
-                 name=str(name) if name is not None else None,
-                 start=start, end=end,
-                 reservations=[_reservation(r, f"{where}.reservations[{i}]")
-                               for i, r in enumerate(reservations)])
+    for key, value in (("id", ident), ("name", name)):
+        if value is not None and len(str(value)) > MAX_TEXT:
+            raise MalformedLease(
+                f"{where}.{key} is longer than {MAX_TEXT} characters.")
+    lease = Lease(id=str(ident) if ident is not None else None,
+                  name=str(name) if name is not None else None,
+                  start=start, end=end,
+                  reservations=[_reservation(r, f"{where}.reservations[{i}]")
+                                for i, r in enumerate(reservations)])
+    total = (sum(r.amount for r in lease.reservations)
+             * (end - start).total_seconds())
+    if total > MAX_UNIT_SECONDS:
+        raise MalformedLease(f"{where} reserves more than can be accounted "
+                             "for; check its dates and amounts.")
+    return lease
 
 
 def parse_request(event: str, body) -> LeaseRequest:
@@ -198,6 +214,9 @@ def parse_request(event: str, body) -> LeaseRequest:
         project_id = lease_raw.get("project_id")
     if not isinstance(project_id, str) or not project_id:
         raise MalformedLease("context.project_id is missing.")
+    if len(project_id) > MAX_TEXT:
+        raise MalformedLease(
+            f"context.project_id is longer than {MAX_TEXT} characters.")
     user_id = context.get("user_id")
     current = None
     if event == "update":

@@ -12,7 +12,8 @@ ID = {"type": "string", "minLength": 1, "maxLength": 64}
 NULLABLE_ID = {"type": ["string", "null"], "minLength": 1, "maxLength": 255}
 RESOURCE_NAME = {"type": "string", "minLength": 1, "maxLength": 255,
                  "pattern": r"^\S(.*\S)?$"}
-DESCRIPTION = {"type": ["string", "null"], "maxLength": 65535}
+# Stored as TEXT: 65535 bytes on MariaDB, and a character may take four.
+DESCRIPTION = {"type": ["string", "null"], "maxLength": 16000}
 BOOL = {"type": "boolean"}
 
 _REGISTERED_PROPS = {
