@@ -298,3 +298,19 @@ def test_blazars_own_external_service_filter(db):
         "denied: Your lease needs 10 host-hours, but project bp has only 2 of "
         "14 host-hours left.")
     assert outcomes[4] == "allowed"
+
+
+def test_without_a_lease_token_the_endpoints_need_an_identity(db):
+    import falcon.testing
+
+    client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    payload = {"context": context("p1"), "lease": blazar_lease("p1", now(), 1)}
+    raw = json.dumps(payload, cls=Encoder)
+    headers = {"Content-Type": "application/json"}
+    assert client.simulate_post("/v1/check-create", body=raw,
+                                headers=headers).status_code == 401
+    # A non-admin identity is refused by placement:lease:check (legacy).
+    assert client.simulate_post("/v1/check-create", body=raw, headers={
+        **headers, "X-Auth-Token": "someone:p1"}).status_code == 403
+    assert client.simulate_post("/v1/check-create", body=raw, headers={
+        **headers, "X-Auth-Token": "admin"}).status_code == 204
