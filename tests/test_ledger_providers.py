@@ -277,3 +277,60 @@ def test_racing_writers_share_a_new_aggregate(db):
         assert len(conn.execute(select(t.placement_aggregates)).all()) == 1
         for rp in rps:
             assert aggregates.provider_aggregates(conn, rp) == [agg]
+
+
+def test_shrinking_inventory_races_claims_without_overcommit(db):
+    """Claims and an inventory shrink race on one provider; whatever wins,
+    the usage never ends above the capacity the inventory states."""
+    from placement_lite.ledger import allocations
+
+    rp = _new(db, "contested")
+    with db.write() as conn:
+        inventories.replace_inventories(
+            conn, rp, {"VCPU": inventories.make("VCPU", {"total": 12})}, 0)
+    project, user = str(uuid.uuid4()), str(uuid.uuid4())
+    _allocate(db, rp, "VCPU", 2)
+    stop = threading.Event()
+    claimed = threading.Event()
+
+    def claim():
+        for _ in range(6):
+            write = allocations.ConsumerWrite(
+                consumer_uuid=str(uuid.uuid4()), project_id=project,
+                user_id=user, allocations={rp.uuid: {"VCPU": 1}})
+            try:
+                db.run_write(lambda conn: allocations.replace(conn, [write]))
+                claimed.set()
+            except errors.Conflict:
+                pass
+
+    def shrink():
+        # Start once claims are landing, so the two really interleave.
+        claimed.wait(timeout=30)
+        for total in range(11, 0, -1):
+            def step(conn, total=total):
+                current = providers.get_by_uuid(conn, rp.uuid)
+                inventories.replace_inventories(
+                    conn, current,
+                    {"VCPU": inventories.make("VCPU", {"total": total})},
+                    current.generation)
+            try:
+                db.run_write(step)
+            except errors.InventoryInUse:
+                pass
+        stop.set()
+
+    threads = [threading.Thread(target=claim) for _ in range(3)]
+    threads.append(threading.Thread(target=shrink))
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert stop.is_set()
+    with db.read() as conn:
+        total = inventories.get_inventory(conn, rp, "VCPU").total
+        vcpu = resource_classes.ids_for(conn, ["VCPU"])["VCPU"]
+        used = sum(conn.scalars(select(t.allocations.c.used).where(
+            t.allocations.c.resource_provider_id == rp.id,
+            t.allocations.c.resource_class_id == vcpu)))
+    assert 2 < used <= total
