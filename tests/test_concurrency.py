@@ -14,7 +14,9 @@ import random
 import threading
 import uuid
 
+import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 
 from placement_lite.db import tables as t
 from placement_lite.db.engine import Database
@@ -213,3 +215,28 @@ def test_racing_http_claims_against_two_worker_processes(db):
             _s, _h, body = srv.request(
                 "GET", f"/usages?project_id={project}", version="1.9")
             assert body["usages"] == ({"VCPU": count} if count else {})
+
+
+@pytest.mark.parametrize("failure", [
+    OperationalError("UPDATE resource_providers", {},
+                     Exception("database is locked")),
+    errors.ConcurrentUpdate("resource provider moved on"),
+])
+def test_a_writer_that_keeps_losing_gets_a_409(db, monkeypatch, failure):
+    import falcon.testing
+
+    from placement_lite.app import create_app
+    from placement_lite.config import Settings
+
+    def always_losing(fn, retries=None):
+        raise failure
+
+    monkeypatch.setattr(db, "run_write", always_losing)
+    client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    resp = client.simulate_put(
+        f"/allocations/{uuid.uuid4()}",
+        headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.28"},
+        json={"allocations": {str(uuid.uuid4()): {"resources": {"VCPU": 1}}},
+              "project_id": "p", "user_id": "u", "consumer_generation": None})
+    assert resp.status_code == 409, resp.text
+    assert resp.json["errors"][0]["code"] == "placement.concurrent_update"
