@@ -124,3 +124,12 @@ def test_histogram_buckets_are_cumulative(value, bucket):
     assert samples[key] == 1
     assert samples[("placement_lite_http_request_duration_seconds_bucket",
                     '{worker="0",method="GET",route="/x",le="+Inf"}')] == 1
+
+
+def test_unknown_methods_share_one_series():
+    metrics = Metrics()
+    for method in ("BREW", "X-ANYTHING", "GET"):
+        metrics.observe_request(method, "unmatched", 405, 0.001)
+    text = metrics.render()
+    assert 'method="OTHER",route="unmatched",status="405"} 2' in text
+    assert "BREW" not in text

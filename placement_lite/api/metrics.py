@@ -28,6 +28,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                    1.0, 2.5, 5.0, 10.0)
 CANDIDATES_ROUTE = "/allocation_candidates"
+_METHODS = frozenset(falcon.constants.COMBINED_METHODS)
 
 
 def _escape(value: str) -> str:
@@ -87,6 +88,8 @@ class Metrics:
     # Observers -------------------------------------------------------
     def observe_request(self, method: str, route: str, status: int,
                         seconds: float) -> None:
+        # Callers choose the method; unknown ones share one series.
+        method = method if method in _METHODS else "OTHER"
         with self._lock:
             key = (method, route, str(status))
             self.requests[key] = self.requests.get(key, 0) + 1
