@@ -25,6 +25,8 @@ def db():
 
 
 pytest.importorskip("keystonemiddleware")
+# webob (under keystonemiddleware) still imports the deprecated cgi module.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 SERVICE_TOKEN = "service-secret"
 
