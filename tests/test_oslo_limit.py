@@ -15,6 +15,7 @@ import uuid
 import pytest
 import requests
 import waitress.server
+from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_limit import exception as limit_exc
 from oslo_limit import limit as limit_mod
@@ -32,9 +33,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.fixture(params=[True], ids=["public-read"])
+def public_read(request):
+    return request.param
+
+
 @pytest.fixture
-def server(db):
-    settings = Settings(db=db.url, quota_limits_public_read=True)
+def server(db, public_read):
+    settings = Settings(db=db.url, quota_limits_public_read=public_read)
     app = create_app(settings, db)
     port = free_port()
     srv = waitress.server.create_server(app, host="127.0.0.1", port=port,
@@ -49,14 +55,16 @@ def server(db):
 
 
 @pytest.fixture
-def conf():
-    conf = cfg.CONF
+def conf(monkeypatch):
+    # A private ConfigOpts: oslo.limit reads its module-level CONF, and the
+    # SDK connection it caches must not outlive the test's server.
+    conf = cfg.ConfigOpts()
+    conf([], project="placement-lite-test")
+    monkeypatch.setattr(limit_opts, "CONF", conf)
+    monkeypatch.setattr(limit_mod, "CONF", conf)
     limit_opts.register_opts(conf)
-    limit_mod._SDK_CONNECTION = None
+    monkeypatch.setattr(limit_mod, "_SDK_CONNECTION", None)
     yield conf
-    limit_mod._SDK_CONNECTION = None
-    conf.reset()
-    conf.clear_override("auth_type", group="oslo_limit")
 
 
 def post(base, path, body):
@@ -124,3 +132,31 @@ def test_model_document_matches_what_oslo_limit_reads(server, conf):
     resp = requests.post(server + "/v3/registered_limits",
                          json={"registered_limits": []}, timeout=10)
     assert resp.status_code == 401
+
+
+@pytest.mark.parametrize("public_read", [False], ids=["token"])
+def test_oslo_limit_with_a_token_needs_no_public_reads(server, conf):
+    """auth_type = admin_token sends a static token (noauth2's admin here),
+    so the limit reads can stay behind auth."""
+    service = post(server, "/v3/services",
+                   {"service": {"type": "compute"}})["service"]
+    endpoint = post(server, "/v3/endpoints", {"endpoint": {
+        "service_id": service["id"], "interface": "public",
+        "url": "http://nova.example.com/"}})["endpoint"]
+    post(server, "/v3/registered_limits", {"registered_limits": [
+        {"service_id": service["id"], "resource_name": "cores",
+         "default_limit": 2}]})
+    assert requests.get(server + "/v3/limits/model",
+                        timeout=10).status_code == 401
+    conf.register_opts(ks_loading.get_auth_plugin_conf_options("admin_token"),
+                       group="oslo_limit")
+    conf.set_override("auth_type", "admin_token", group="oslo_limit")
+    conf.set_override("endpoint", server + "/v3", group="oslo_limit")
+    conf.set_override("token", "admin", group="oslo_limit")
+    conf.set_override("endpoint_override", server + "/v3", group="oslo_limit")
+    conf.set_override("endpoint_id", endpoint["id"], group="oslo_limit")
+    enforcer = limit_mod.Enforcer(lambda project_id, names: {n: 1 for n in names},
+                                  cache=False)
+    enforcer.enforce("any-project", {"cores": 1})
+    with pytest.raises(limit_exc.ProjectOverLimit):
+        enforcer.enforce("any-project", {"cores": 2})
