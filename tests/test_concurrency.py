@@ -6,6 +6,10 @@ until every provider refuses. Afterwards, for every provider and class,
 usage <= (total - reserved) * allocation_ratio; the claims granted equal
 the capacity there was; no attempt ended in an unexpected error; and the
 per-project usage sums equal the allocations each project was granted.
+A second race claims, moves and releases consumers at random and then
+finds exactly each consumer's last successful write in the ledger. The
+same race through HTTP against two worker processes sees only 204s and
+409s.
 """
 from __future__ import annotations
 
@@ -59,12 +63,57 @@ def _claimer(db: Database, project: str, rp_uuids: list[str], out: dict,
             out["granted"].append((rp, write.consumer_uuid))
 
 
-def _process(url: str, project: str, rp_uuids: list[str], queue) -> None:
+def _churner(db: Database, project: str, rp_uuids: list[str], out: dict,
+             lock: threading.Lock) -> None:
+    """Claim, move and release consumers this thread owns, at random; keep
+    what each consumer should hold after its last successful write."""
+    rng = random.Random()
+    owned: dict[str, tuple[int, dict]] = {}
+    for _ in range(CHURN_STEPS):
+        roll = rng.random()
+        if not owned or roll < 0.5:
+            consumer, expected = str(uuid.uuid4()), None
+        else:
+            consumer = rng.choice(sorted(owned))
+            expected = owned[consumer][0]
+        if roll >= 0.85 and owned:
+            wanted: dict = {}
+        else:
+            wanted = {rp: {"VCPU": rng.randint(1, 3)}
+                      for rp in rng.sample(rp_uuids, rng.randint(1, 2))}
+        write = ConsumerWrite(consumer, project, "user", wanted,
+                              expected_generation=expected)
+        try:
+            db.run_write(lambda conn: allocations.replace(conn, [write]))
+        except errors.CapacityExceeded:
+            continue
+        except errors.ConcurrentUpdate:
+            with lock:
+                out["gave_up"] += 1
+            continue
+        except Exception as exc:  # noqa: BLE001 - the test reports every one
+            with lock:
+                out["unexpected"].append(repr(exc))
+            return
+        if wanted:
+            owned[consumer] = ((expected or 0) + 1, wanted)
+        else:
+            owned.pop(consumer, None)
+    with lock:
+        out["owned"].update(owned)
+
+
+WORKERS = {"claim": _claimer, "churn": _churner}
+CHURN_STEPS = 40
+
+
+def _process(url: str, project: str, rp_uuids: list[str], queue,
+             worker: str = "claim") -> None:
     db = Database(url, pool_size=THREADS)
-    out = {"granted": [], "unexpected": [], "gave_up": 0}
+    out = {"granted": [], "unexpected": [], "gave_up": 0, "owned": {}}
     lock = threading.Lock()
     try:
-        threads = [threading.Thread(target=_claimer,
+        threads = [threading.Thread(target=WORKERS[worker],
                                     args=(db, project, rp_uuids, out, lock))
                    for _ in range(THREADS)]
         for thread in threads:
@@ -124,6 +173,46 @@ def test_racing_processes_and_threads_never_oversell(db):
         for rp_uuid, expected in zip(rp_uuids, EXPECTED):
             assert usages.for_provider(conn, rp_uuid)[1]["VCPU"] == expected
             assert per_rp[rp_uuid] == expected
+
+
+def test_racing_claims_moves_and_releases_leave_exactly_what_was_granted(db):
+    """Processes x threads claiming, moving and releasing consumers at
+    random: afterwards the ledger holds exactly the last successful write
+    of every consumer (nothing half-written, no consumer without
+    allocations), and no provider is over capacity."""
+    with db.write() as conn:
+        rps = [factories.provider_with(conn, VCPU=10) for _ in range(3)]
+    rp_uuids = [rp["uuid"] for rp in rps]
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_process,
+                         args=(db.url, f"project-{i}", rp_uuids, queue, "churn"))
+             for i in range(PROCESSES)]
+    for proc in procs:
+        proc.start()
+    results = dict(queue.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(timeout=30)
+        assert proc.exitcode == 0
+    unexpected = [e for out in results.values() for e in out["unexpected"]]
+    assert not unexpected, unexpected
+
+    with db.read() as conn:
+        stored = set(conn.scalars(select(t.consumers.c.uuid)))
+        expected = {c: state for out in results.values()
+                    for c, state in out["owned"].items()}
+        assert stored == set(expected)
+        for consumer, (generation, wanted) in expected.items():
+            found, allocs, _ = allocations.for_consumer(conn, consumer)
+            assert found.generation == generation
+            assert {rp: a["resources"] for rp, a in allocs.items()} == wanted
+        for rp in rp_uuids:
+            assert usages.for_provider(conn, rp)[1]["VCPU"] <= 10
+        for project, out in results.items():
+            total = sum(n for _g, wanted in out["owned"].values()
+                        for res in wanted.values() for n in res.values())
+            assert usages.for_project(conn, project) == (
+                {"VCPU": total} if total else {})
 
 
 def test_racing_writers_on_one_consumer_keep_one_winner_per_generation(db):
