@@ -329,3 +329,39 @@ def test_a_writer_that_keeps_losing_gets_a_409(db, monkeypatch, failure):
               "project_id": "p", "user_id": "u", "consumer_generation": None})
     assert resp.status_code == 409, resp.text
     assert resp.json["errors"][0]["code"] == "placement.concurrent_update"
+
+
+def _crash_mid_write(url: str, rp_uuid: str, consumer: str) -> None:
+    import os
+
+    db = Database(url, pool_size=1)
+
+    def die(conn, projects):
+        # The allocations are written and the transaction is still open.
+        os._exit(3)
+
+    db.run_write(lambda conn: allocations.replace(conn, [ConsumerWrite(
+        consumer, "p", "u", {rp_uuid: {"VCPU": 2}})], [die]))
+
+
+def test_a_process_dying_mid_write_leaves_nothing_behind(db):
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=4)
+    kept, doomed = str(uuid.uuid4()), str(uuid.uuid4())
+    db.run_write(lambda conn: allocations.replace(conn, [ConsumerWrite(
+        kept, "p", "u", {rp["uuid"]: {"VCPU": 1}})]))
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=_crash_mid_write, args=(db.url, rp["uuid"], doomed))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == 3
+    with db.read() as conn:
+        assert allocations.for_consumer(conn, doomed)[0] is None
+        assert usages.for_provider(conn, rp["uuid"])[1] == {"VCPU": 1}
+        assert conn.scalar(select(t.resource_providers.c.generation).where(
+            t.resource_providers.c.id == rp["id"])) == 1
+    # The dead writer's locks went with it: the next claim goes through.
+    db.run_write(lambda conn: allocations.replace(conn, [ConsumerWrite(
+        doomed, "p", "u", {rp["uuid"]: {"VCPU": 3}})]))
+    with db.read() as conn:
+        assert usages.for_provider(conn, rp["uuid"])[1] == {"VCPU": 4}
