@@ -240,6 +240,12 @@ def _stop_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _in_memory(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+    parsed = make_url(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+
 def _describe(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"signal {os.WTERMSIG(status)}"
@@ -247,6 +253,12 @@ def _describe(status: int) -> str:
 
 
 def serve(settings: Settings) -> int:
+    if settings.workers > 1 and _in_memory(settings.db):
+        # Each worker would get a database of its own.
+        print("placement-lite: an in-memory SQLite database cannot be shared "
+              "by several workers; use a file (sqlite:////path) or --workers 1",
+              file=sys.stderr)
+        return 2
     db = prepare_database(settings)
     sock = open_socket(settings.host, settings.port)
     where = db.engine.url.render_as_string(hide_password=True)

@@ -210,3 +210,10 @@ def test_a_crash_looping_worker_is_restarted_with_back_off():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_several_workers_refuse_an_in_memory_database():
+    out = subprocess.run(command("serve", "--db", "sqlite://", "--workers", "2",
+                                 "--port", "0"),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "in-memory" in out.stderr
