@@ -18,7 +18,7 @@ import pytest
 from placement_lite.api import openapi
 from placement_lite.app import create_app, routes
 from placement_lite.config import Settings
-from tests.backends import fresh_database
+from tests.backends import backend_id, backend_urls, fresh_database, fresh_url
 from tests.servers import serve
 
 
@@ -110,12 +110,13 @@ def _check_response(case, response):
     assert err["request_id"] == response.headers["x-openstack-request-id"][0], where
 
 
-def test_schemathesis_finds_no_server_errors(tmp_path):
+@pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
+def test_schemathesis_finds_no_server_errors(backend):
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, Phase, given, settings
     from schemathesis import checks
 
-    with serve(f"sqlite:///{tmp_path / 'fuzz.sqlite'}", "--metrics") as srv:
+    with fresh_url(backend) as url, serve(url, "--metrics") as srv:
         schema = schemathesis.openapi.from_url(srv.base + "/openapi.json")
         deadline = time.monotonic() + TIME_BUDGET_SECONDS
         failures, calls = [], [0]

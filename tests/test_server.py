@@ -226,3 +226,43 @@ def test_noauth2_default_token_only_when_configured(db):
     # A token that is sent still decides.
     assert lenient.simulate_get("/resource_providers", headers={
         "X-Auth-Token": "someone"}).status_code == 403
+
+
+@pytest.mark.parametrize("path,query", [
+    ("/resource_providers", "name=a%00b"),
+    ("/resource_providers", "%00=1"),
+    ("/resource_providers/abc%00def", None),
+    ("/usages", "project_id=%00"),
+])
+def test_nul_in_the_url_is_400(db, path, query):
+    # PostgreSQL cannot compare against a NUL: refused before any query.
+    result = _client(db).simulate_get(path, query_string=query, headers={
+        **ADMIN, "OpenStack-API-Version": "placement latest"})
+    err = _api_error(result, 400)
+    assert "NUL" in err["detail"]
+
+
+@pytest.mark.parametrize("body", ['{"name": "a\\u0000b"}', '{"a\\u0000": 1}',
+                                  '{"x": [["\\u0000"]]}'])
+def test_nul_in_a_json_body_is_400(db, body):
+    err = _api_error(_client(db).simulate_post("/test-echo", body=body, headers={
+        **ADMIN, "Content-Type": "application/json"}), 400)
+    assert "NUL" in err["detail"]
+
+
+@pytest.mark.parametrize("path,query,body", [
+    ("/resource_providers", "name=a%00b", None),
+    ("/allocation_candidates", "resources=VCPU:99999999999999999999", None),
+    ("/resource_providers", "resources=VCPU:99999999999999999999", None),
+    ("/resource_providers", None, {"name": "a\u0000b"}),
+])
+def test_values_a_database_cannot_hold_are_400_on_every_backend(backend, path, query, body):
+    """PostgreSQL rejects NUL characters and integers past bigint with a
+    driver error; the API must answer 400 before the database sees them."""
+    with fresh_database(backend) as database:
+        client = falcon.testing.TestClient(
+            create_app(Settings(db=database.url), database))
+        result = client.simulate_request(
+            "POST" if body else "GET", path, query_string=query, json=body,
+            headers={**ADMIN, "OpenStack-API-Version": "placement latest"})
+        _api_error(result, 400)

@@ -87,3 +87,7 @@ class InputLimitsMiddleware:
             raise errors.bad_request(
                 f"The query string has more than {self.max_query_params} "
                 "parameters.")
+        # NUL is never part of a name, uuid or id, and PostgreSQL cannot
+        # even compare against it: refuse it before any query sees it.
+        if "\x00" in req.path or "\x00" in query or "%00" in query:
+            raise errors.bad_request("The URL contains a NUL (%00) character.")

@@ -39,20 +39,28 @@ def validate(data: Any, schema: Mapping, what: str = "JSON body") -> None:
             f"{what} does not match the schema{_where(best)}: {best.message}")
 
 
-def _depth(value: Any, limit: int) -> int:
-    # Iterative so a hostile body cannot exhaust the Python stack.
+def _inspect(value: Any, limit: int) -> tuple[int, bool]:
+    """(nesting depth, whether any string or key holds a NUL character).
+
+    Iterative so a hostile body cannot exhaust the Python stack; stops
+    early once the depth is over `limit`.
+    """
     stack = [(value, 1)]
     deepest = 0
+    nul = False
     while stack:
         node, depth = stack.pop()
         deepest = max(deepest, depth)
         if deepest > limit:
-            return deepest
+            return deepest, nul
         if isinstance(node, dict):
+            nul = nul or any("\x00" in key for key in node)
             stack.extend((child, depth + 1) for child in node.values())
         elif isinstance(node, list):
             stack.extend((child, depth + 1) for child in node)
-    return deepest
+        elif isinstance(node, str) and "\x00" in node:
+            nul = True
+    return deepest, nul
 
 
 def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
@@ -81,9 +89,13 @@ def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
             f"JSON body is nested deeper than {MAX_JSON_DEPTH} levels.")
     except ValueError as exc:
         raise errors.bad_request(f"Malformed JSON: {exc}")
-    if _depth(data, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+    depth, nul = _inspect(data, MAX_JSON_DEPTH)
+    if depth > MAX_JSON_DEPTH:
         raise errors.bad_request(
             f"JSON body is nested deeper than {MAX_JSON_DEPTH} levels.")
+    if nul:
+        # No name or id here may hold one, and PostgreSQL cannot store it.
+        raise errors.bad_request("JSON body contains a NUL (\\u0000) character.")
     if schema is not None:
         validate(data, schema)
     return data

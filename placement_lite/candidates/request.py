@@ -140,6 +140,10 @@ def is_uuid(value: str) -> bool:
     return True
 
 
+# The largest inventory total (and so the largest satisfiable amount).
+MAX_AMOUNT = 2147483647
+
+
 def parse_resources(value: str, key: str = "resources") -> dict:
     """'VCPU:2,MEMORY_MB:1024' -> {'VCPU': 2, 'MEMORY_MB': 1024}."""
     form = f"?{key}=VCPU:2,MEMORY_MB:1024"
@@ -161,6 +165,11 @@ def parse_resources(value: str, key: str = "resources") -> dict:
         if number < 1:
             raise _bad(f"Requested resource {name} requires amount >= 1. "
                        f"Got: {number}.")
+        if number > MAX_AMOUNT:
+            # No inventory holds more; a larger number would also overflow
+            # the database's integer comparison (a 500 on PostgreSQL).
+            raise _bad(f"Requested resource {name} amount {number} is more "
+                       f"than any inventory can hold ({MAX_AMOUNT}).")
         result[name] = number
     return result
 
