@@ -279,3 +279,20 @@ def test_openstacksdk_placement_proxy(service):
     conn.placement.delete_resource_provider(rp)
     with pytest.raises(openstack.exceptions.NotFoundException):
         conn.placement.get_resource_provider(rp.id)
+
+
+def test_auth_type_none_with_a_default_token(tmp_path):
+    """`openstack --os-auth-type none` sends a placeholder token; a server
+    started with --noauth2-default-token treats it as that token."""
+    with serve(f"sqlite:///{tmp_path / 'none.sqlite'}",
+               "--noauth2-default-token", "admin") as srv:
+        argv = ["--os-auth-type", "none", "--os-endpoint", srv.base,
+                "--os-placement-api-version", "1.6", "trait", "list", "-f", "json"]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = shell.main(argv)
+        cache = ClientManager.__dict__.get("placement")
+        if cache is not None:
+            cache._handle = None
+        assert code == 0
+        assert "HW_CPU_X86_AVX2" in {t["name"] for t in json.loads(out.getvalue())}

@@ -45,8 +45,15 @@ def _roles(header: str | None) -> list[str]:
     return [r.strip() for r in (header or "").split(",") if r.strip()]
 
 
+# What keystoneauth's `none` auth type (`openstack --os-auth-type none`)
+# sends in place of a token.
+NOAUTH_PLACEHOLDER = "notused"
+
+
 def noauth2_identity(req: falcon.Request, default_token: str | None = None) -> Identity:
-    token = req.get_header("X-Auth-Token") or default_token
+    token = req.get_header("X-Auth-Token")
+    if default_token and (not token or token == NOAUTH_PLACEHOLDER):
+        token = default_token
     if not token:
         raise errors.ApiError(falcon.HTTP_401, "This request needs an "
                               "x-auth-token header (noauth2: 'user[:project]').")
