@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import falcon
 
@@ -52,6 +53,7 @@ class AllocationCandidates:
         wanted = parse_candidate_request(params, tuple(version))
         feats = Features(version)
         settings = self.services.settings
+        started = time.perf_counter()
         with self.services.db.read() as conn:
             result = engine.find(conn, wanted, settings.max_allocation_candidates,
                                  settings.randomize_allocation_candidates)
@@ -60,6 +62,9 @@ class AllocationCandidates:
             sums = summaries.summarize(conn, result, wanted.nested_aware,
                                        classes, with_traits=feats.required,
                                        with_tree=feats.nested)
+        metrics = self.services.extras.get("metrics")
+        if metrics is not None:
+            metrics.observe_candidate_search(time.perf_counter() - started)
         uuid = result.uuids.__getitem__
         if feats.dict_requests:
             reqs = _requests_dict(result, uuid, feats.mappings)

@@ -1,8 +1,8 @@
 """Prometheus metrics, kept in process and written in the text format.
 
 Collected: requests by method, route template and status; request latency
-histograms by method and route (GET /allocation_candidates is the
-candidate search, so its histogram is the search time); write retries
+histograms by method and route; the candidate engine's search time
+(reported by GET /allocation_candidates); write retries
 (generation conflicts and database deadlocks, from Database.on_retry); and
 the database pool, read at scrape time.
 
@@ -27,7 +27,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Seconds; fine at the low end, where a healthy service lives.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                    1.0, 2.5, 5.0, 10.0)
-CANDIDATES_ROUTE = "/allocation_candidates"
 _METHODS = frozenset(falcon.constants.COMBINED_METHODS)
 
 
@@ -97,8 +96,12 @@ class Metrics:
             if hist is None:
                 hist = self.latency[(method, route)] = Histogram()
             hist.observe(seconds)
-            if route == CANDIDATES_ROUTE and method == "GET" and status < 400:
-                self.candidates.observe(seconds)
+
+    def observe_candidate_search(self, seconds: float) -> None:
+        """The candidate engine's search and summaries, without parsing
+        and rendering (GET /allocation_candidates calls this)."""
+        with self._lock:
+            self.candidates.observe(seconds)
 
     def observe_retry(self, exc: BaseException) -> None:
         reason = _retry_reason(exc)
@@ -157,7 +160,8 @@ class Metrics:
                 histogram("placement_lite_http_request_duration_seconds",
                           [w, ("method", method), ("route", route)], hist)
             family("placement_lite_allocation_candidates_seconds", "histogram",
-                   "Time to answer a successful GET /allocation_candidates.")
+                   "Time the candidate engine spent searching (and summarising) "
+                   "for GET /allocation_candidates.")
             histogram("placement_lite_allocation_candidates_seconds", [w],
                       self.candidates)
             family("placement_lite_db_write_retries_total", "counter",
