@@ -131,6 +131,9 @@ class Search:
         self.bound: Optional[int] = None
         self.yielded = 0
         self._statements: dict = {}
+        # Every provider read, for the rendering of the candidates.
+        self.uuids: dict = {}
+        self.roots: dict = {}
 
     # -- SQL ----------------------------------------------------------------
 
@@ -339,6 +342,8 @@ class Search:
         facts = self.shared
         for part in _chunks(ids):
             self._read_rows(RP.c.id.in_(part), facts, in_trees=False)
+        self.uuids.update(facts.uuid)
+        self.roots.update(facts.root)
         self.shared_by_key = {key: facts.providers(key) for key in facts.rows}
         eligible = set().union(*self.shared_by_key.values()) \
             if self.shared_by_key else set()
@@ -576,6 +581,8 @@ class Search:
             self.facts_now = facts
             params = {"slice_lo": lo, "slice_hi": hi}
             self._read_rows(where, facts, params=params)
+            self.uuids.update(facts.uuid)
+            self.roots.update(facts.root)
             anchors = set()
             for rows in facts.rows.values():
                 anchors.update(rows)
@@ -611,16 +618,18 @@ class Search:
         mappings: dict = {}
         for slot, rp in zip(self.slots, chosen):
             if slot.resources:
-                res = allocations.setdefault(rp, {})
-                for rc, amount in slot.resources.items():
-                    res[rc] = res.get(rc, 0) + amount
-            mapped = mappings.setdefault(slot.suffix, [])
-            if rp not in mapped:
+                res = allocations.get(rp)
+                if res is None:
+                    allocations[rp] = dict(slot.resources)
+                else:
+                    for rc, amount in slot.resources.items():
+                        res[rc] = res.get(rc, 0) + amount
+            mapped = mappings.get(slot.suffix)
+            if mapped is None:
+                mappings[slot.suffix] = [rp]
+            elif rp not in mapped:
                 mapped.append(rp)
         return Candidate(allocations, mappings)
-
-    def uuid_of(self, rp: int) -> str:
-        return self.facts_now.uuid.get(rp) or self.shared.uuid[rp]
 
 
 def resolve(conn: Connection, req: CandidateRequest) -> Optional[Lookups]:
@@ -661,16 +670,11 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
         bound = min(bound, req.limit) if bound else req.limit
     search.bound = bound
     found: list = []
-    uuids: dict = {}
-    roots: dict = {}
     for cand in search.candidates():
         found.append(cand)
-        for rp in {rp for rps in cand.mappings.values() for rp in rps}:
-            uuids[rp] = search.uuid_of(rp)
-            roots[rp] = search._root_of(rp)
         if bound and len(found) >= bound:
             break
     if randomize and req.limit and len(found) > req.limit:
         found = random.sample(found, req.limit)
     names = {rc: name for name, rc in lookups.rc_ids.items()}
-    return Result(found, uuids, roots, names)
+    return Result(found, search.uuids, search.roots, names)
