@@ -57,7 +57,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
                         retries=settings.db_retries)
     policy = Policy.from_settings(settings.policy_profile, settings.policy_file)
     services = Services(settings=settings, db=db, policy=policy)
-    quota_check = enforce.claim_check(settings)
+    quota_check = enforce.claim_check(settings, db)
     if quota_check is not None:
         services.claim_checks.append(quota_check)
     metrics = Metrics(worker)

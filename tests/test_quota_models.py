@@ -24,7 +24,7 @@ class World:
         self.db = db
         self.settings = Settings(db=db.url, quota_enforce=True,
                                  quota_model=model, **settings)
-        self.enforcer = enforce.Enforcer(self.settings)
+        self.enforcer = enforce.Enforcer(self.settings, db)
         self.model = self.enforcer.model
         with db.write() as conn:
             self.service = catalog.create_service(conn, type="placement")["id"]
@@ -76,6 +76,12 @@ class World:
         assert info.value.code == "placement.quota.over_limit"
         return info.value.over
 
+    def resize(self, consumer, project, amount):
+        write = allocations.ConsumerWrite(consumer, project, "user",
+                                          {self.rp: {"VCPU": amount}})
+        self.db.run_write(lambda conn: allocations.replace(
+            conn, [write], [self.enforcer.claim_check]))
+
     def release(self, consumer, project):
         write = allocations.ConsumerWrite(consumer, project, "user", {})
         self.db.run_write(lambda conn: allocations.replace(
@@ -113,16 +119,16 @@ def test_strict_children_fill_the_parent_then_everything_stops(tree):
     # A's own usage would be 6 <= 20, but the tree would hold 22.
     over = by_scope(tree.refused("A", 6))
     assert over[("A", "tree")]["limit"] == 20
-    # The check runs after the claim is written: usage includes it.
-    assert over[("A", "tree")]["current_usage"] == 22
-    assert over[("A", "tree")]["delta"] == 0
+    # Usage before the claim, and the claim itself.
+    assert over[("A", "tree")]["current_usage"] == 16
+    assert over[("A", "tree")]["delta"] == 6
     assert ("A", "project") not in over
     tree.claim("A", 4)
     assert tree.usage("A") == (4, 20)
     # D appears under A and may not claim anything: the tree is full.
     tree.project("D", parent="A")
     over = by_scope(tree.refused("D", 1))
-    assert over[("A", "tree")]["current_usage"] == 21
+    assert over[("A", "tree")]["current_usage"] == 20
 
 
 def test_strict_raising_a_child_and_releases_between_siblings(tree):
@@ -137,7 +143,7 @@ def test_strict_raising_a_child_and_releases_between_siblings(tree):
     assert tree.usage("A") == (0, 20)
     over = by_scope(tree.refused("B", 1))
     assert over[("B", "project")]["limit"] == 12
-    assert over[("A", "tree")]["current_usage"] == 21
+    assert over[("A", "tree")]["current_usage"] == 20
     over = by_scope(tree.refused("C", 1))
     assert set(over) == {("A", "tree")}
     # B gives 8 back: the room flows to its sibling, up to C's own limit.
@@ -227,14 +233,21 @@ def test_flat_project_limit_then_default(db):
     w.project("P")
     w.claim("P", 4)
     over = w.refused("P", 1)
-    assert over == [{"resource_name": VCPU, "limit": 4, "current_usage": 5,
-                     "delta": 0, "project_id": "P", "scope": "project"}]
+    assert over == [{"resource_name": VCPU, "limit": 4, "current_usage": 4,
+                     "delta": 1, "project_id": "P", "scope": "project"}]
     lim_id = w.limit("P", VCPU, 6)
     w.claim("P", 2)
     w.refused("P", 1)
     # PATCH to 0 takes effect at once.
     w.set_limit(lim_id, 0)
     w.refused("P", 1, rc="VCPU")
+    # P is now over (6 of 0): writes that shrink or keep its usage pass,
+    # one that grows it does not.
+    first = w.consumers["P"][0]
+    w.resize(first, "P", 3)
+    w.resize(first, "P", 3)
+    with pytest.raises(errors.OverLimit):
+        w.resize(first, "P", 4)
     # A project nobody registered gets the default.
     w.claim("stranger", 4)
     w.refused("stranger", 1)
@@ -259,7 +272,7 @@ def test_flat_unregistered_resources(db):
     z.__dict__.update(w.__dict__)
     z.settings = Settings(db=db.url, quota_enforce=True,
                           quota_unregistered_is_zero=True)
-    z.enforcer = enforce.Enforcer(z.settings)
+    z.enforcer = enforce.Enforcer(z.settings, db)
     over = z.refused("Q", 1, rc="DISK_GB")
     assert over[0]["resource_name"] == "class:DISK_GB"
     assert over[0]["limit"] == 0
@@ -332,3 +345,28 @@ def test_reshaper_runs_the_claim_check(db):
     with pytest.raises(errors.OverLimit):
         reshape(5)
     assert w.usage("P") == (4, 4)
+
+
+def test_strict_moving_usage_inside_an_over_tree(tree):
+    b = tree.claim("B", 8)
+    tree.claim("C", 8)
+    tree.claim("A", 4)
+    tree.set_limit(tree.a_limit, 15)  # the tree (20) is now over
+    # One write shrinks B by 2 and grows C by 2: the tree does not grow.
+    move = [allocations.ConsumerWrite(b, "B", "user", {tree.rp: {"VCPU": 6}}),
+            allocations.ConsumerWrite(str(uuid.uuid4()), "C", "user",
+                                      {tree.rp: {"VCPU": 2}})]
+    tree.db.run_write(lambda conn: allocations.replace(
+        conn, move, [tree.enforcer.claim_check]))
+    # Growing it is refused, and reported once for the tree.
+    grow = [allocations.ConsumerWrite(str(uuid.uuid4()), "B", "user",
+                                      {tree.rp: {"VCPU": 1}}),
+            allocations.ConsumerWrite(str(uuid.uuid4()), "C", "user",
+                                      {tree.rp: {"VCPU": 1}})]
+    with pytest.raises(errors.OverLimit) as info:
+        tree.db.run_write(lambda conn: allocations.replace(
+            conn, grow, [tree.enforcer.claim_check]))
+    over = info.value.over
+    assert [(o["project_id"], o["scope"]) for o in over].count(("A", "tree")) == 1
+    tree_entry = by_scope(over)[("A", "tree")]
+    assert (tree_entry["current_usage"], tree_entry["delta"]) == (20, 2)

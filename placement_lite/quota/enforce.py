@@ -1,11 +1,12 @@
 """Server-side enforcement: the claim check and the explicit quota check.
 
 The claim check runs inside the transaction that wrote the allocations,
-after they are written and before commit. It first locks the root row of
-every tree it touches, then reads usage, which then includes this claim
-and every claim in the same tree that committed before the lock was
-granted. A refused claim raises OverLimit and the whole transaction rolls
-back, so no recheck step is ever needed.
+after they are written and before commit. It first locks every tree it
+touches, then reads usage, which then includes this claim and every claim
+in the same tree that committed before the lock was granted, and the
+committed usage (through a second connection), which is the usage before
+this claim. A refused claim raises OverLimit and the whole transaction
+rolls back, so no recheck step is ever needed.
 """
 from __future__ import annotations
 
@@ -25,34 +26,32 @@ def context_from(settings) -> models.Context:
         unregistered_is_zero=settings.quota_unregistered_is_zero)
 
 
-def describe(over: list[models.Over], claim: bool = False) -> str:
+def describe(over: list[models.Over]) -> str:
     parts = []
     for o in over:
         whose = (f"project tree {o.project_id}" if o.tree
                  else f"project {o.project_id}")
         shown = o.as_dict()
-        if claim:
-            parts.append(f"{o.resource_name} for {whose} would be "
-                         f"{shown['current_usage']}, over its limit of {o.limit}")
-        else:
-            parts.append(f"{o.resource_name} for {whose} (limit {o.limit}, in "
-                         f"use {shown['current_usage']}, requested "
-                         f"{shown['delta']})")
+        parts.append(f"{o.resource_name} for {whose} would be "
+                     f"{models.num(o.current_usage + o.delta)}, over its limit "
+                     f"of {o.limit} (in use {shown['current_usage']}, "
+                     f"requested {shown['delta']})")
     return "Quota exceeded: " + "; ".join(parts) + "."
 
 
-def refuse(over: list[models.Over], claim: bool = False) -> None:
-    """Raise OverLimit. For a claim, checked after the claim is written,
-    current_usage already includes the claim and delta is 0."""
+def refuse(over: list[models.Over]) -> None:
     if over:
-        raise errors.OverLimit(describe(over, claim),
-                               over=[o.as_dict() for o in over])
+        raise errors.OverLimit(describe(over), over=[o.as_dict() for o in over])
 
 
 class Enforcer:
-    def __init__(self, settings):
+    def __init__(self, settings, db=None):
         self.model = models.get_model(settings.quota_model)
         self.ctx = context_from(settings)
+        # The Database claims are written to; without it a claim check
+        # cannot tell the claim from the usage before it and refuses
+        # whatever is over after the write.
+        self.db = db
 
     def check_deltas(self, conn: Connection, project_id: str,
                      deltas: Mapping[str, float], lock: bool = False) -> None:
@@ -73,11 +72,19 @@ class Enforcer:
         targets = self.model.targets(conn, project_ids)
         projects.lock_trees(conn, [tg.root_id for tg in targets
                                    if tg.root_id is not None])
-        refuse(self.model.over_limits(conn, self.ctx, targets, None), claim=True)
+        if self.db is None:
+            refuse(self.model.over_limits(conn, self.ctx, targets, None))
+            return
+        # With the tree locked, a second connection reads the committed
+        # usage: the usage before this claim, since every other claim in
+        # the tree either committed already or waits behind the lock.
+        with self.db.read() as before:
+            refuse(self.model.over_limits(conn, self.ctx, targets, None,
+                                          baseline=before))
 
 
-def claim_check(settings) -> Optional[object]:
+def claim_check(settings, db) -> Optional[object]:
     """The check create_app registers when quota is enforced."""
     if not settings.quota_enforce:
         return None
-    return Enforcer(settings).claim_check
+    return Enforcer(settings, db).claim_check

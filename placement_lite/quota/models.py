@@ -31,6 +31,11 @@ class Context:
     unregistered_is_zero: bool = False
 
 
+def num(x: float):
+    """Whole numbers as ints in JSON; reserved hours keep a few decimals."""
+    return int(x) if float(x).is_integer() else round(x, 6)
+
+
 @dataclass
 class Over:
     resource_name: str
@@ -42,8 +47,6 @@ class Over:
     tree: bool = False
 
     def as_dict(self) -> dict:
-        def num(x):
-            return int(x) if float(x).is_integer() else round(x, 6)
         return {"resource_name": self.resource_name, "limit": self.limit,
                 "current_usage": num(self.current_usage),
                 "delta": num(self.delta), "project_id": self.project_id,
@@ -95,7 +98,17 @@ class Model(abc.ABC):
         return out
 
     def over_limits(self, conn: Connection, ctx: Context, targets: list[Target],
-                    deltas: Optional[Mapping[str, float]] = None) -> list[Over]:
+                    deltas: Optional[Mapping[str, float]] = None,
+                    baseline: Optional[Connection] = None) -> list[Over]:
+        """What is over its limit for these targets.
+
+        With `deltas` (a quota check): current usage plus the deltas.
+        Without (a claim check, after the claim is written): usage as it
+        now stands in `conn`. If `baseline` reads the committed state (the
+        usage before this transaction), the claim's own change is the
+        difference, and only what the claim grows is refused: a write that
+        leaves a project over, but less so or no more so, passes.
+        """
         scope = lim.resolve_scope(conn, ctx.service_type, ctx.region_id)
         if scope is None and not ctx.unregistered_is_zero:
             return []
@@ -119,13 +132,27 @@ class Model(abc.ABC):
         explicit = (lim.explicit_limits(conn, service_id, rkey, all_ids, names)
                     if service_id else {})
         used = usage.usage(conn, all_ids, names, ctx.aliases)
-        over: list[Over] = []
+        before = (usage.usage(baseline, all_ids, names, ctx.aliases)
+                  if deltas is None and baseline is not None else None)
+        over: dict[tuple, Over] = {}
         for target in targets:
             for name in sorted(names):
-                delta = (deltas or {}).get(name, 0)
-                over.extend(self._check(target, name, delta, defaults,
-                                        explicit, used.get(name, {}), ctx))
-        return over
+                if deltas is not None:
+                    current = used.get(name, {})
+                    added = {target.id: deltas.get(name, 0)}
+                elif before is not None:
+                    current = before.get(name, {})
+                    now = used.get(name, {})
+                    added = {pid: now.get(pid, 0) - current.get(pid, 0)
+                             for pid in set(now) | set(current)}
+                else:
+                    current, added = used.get(name, {}), {}
+                for o in self._check(target, name, added, defaults, explicit,
+                                     current, ctx):
+                    if before is not None and o.delta <= 0:
+                        continue
+                    over.setdefault((o.resource_name, o.project_id, o.tree), o)
+        return list(over.values())
 
     @staticmethod
     def _default(name, defaults, ctx) -> Optional[int]:
@@ -139,9 +166,10 @@ class Model(abc.ABC):
         return self._default(name, defaults, ctx)
 
     @abc.abstractmethod
-    def _check(self, target, name, delta, defaults, explicit, used, ctx
+    def _check(self, target, name, added, defaults, explicit, used, ctx
                ) -> list[Over]:
-        """The Over entries for one project and resource."""
+        """The Over entries for one project and resource: `used` is the
+        usage per project id, `added` what is being added per project id."""
 
 
 def _over(value: float, limit: Optional[int]) -> bool:
@@ -154,9 +182,10 @@ class Flat(Model):
                    "usage may not exceed its limit, or the registered default "
                    "when it has none. The project hierarchy is not considered.")
 
-    def _check(self, target, name, delta, defaults, explicit, used, ctx):
+    def _check(self, target, name, added, defaults, explicit, used, ctx):
         limit = self._own(target.id, name, defaults, explicit, ctx)
         current = used.get(target.id, 0) if target.id is not None else 0
+        delta = added.get(target.id, 0)
         if _over(current + delta, limit):
             return [Over(name, limit, current, delta, target.external_id)]
         return []
@@ -172,7 +201,7 @@ class StrictTwoLevel(Model):
     max_depth = 2
     uses_tree = True
 
-    def _check(self, target, name, delta, defaults, explicit, used, ctx):
+    def _check(self, target, name, added, defaults, explicit, used, ctx):
         own = self._own(target.id, name, defaults, explicit, ctx)
         if target.project is None or target.root_id == target.id:
             root_limit = own
@@ -181,15 +210,18 @@ class StrictTwoLevel(Model):
             root_limit = self._own(target.root_id, name, defaults, explicit, ctx)
             limit = lim.min_limit(own, root_limit)
         current = used.get(target.id, 0) if target.id is not None else 0
+        delta = added.get(target.id, 0)
         found = []
         if _over(current + delta, limit):
             found.append(Over(name, limit, current, delta, target.external_id))
         if target.project is not None:
             tree_used = sum(used.get(pid, 0) for pid in target.tree)
-            # A root with no usage below it was already judged above.
-            if _over(tree_used + delta, root_limit) and (
-                    target.root_id != target.id or tree_used != current):
-                found.append(Over(name, root_limit, tree_used, delta,
+            tree_delta = sum(added.get(pid, 0) for pid in target.tree)
+            # A root with nothing below it was already judged above.
+            if _over(tree_used + tree_delta, root_limit) and (
+                    target.root_id != target.id or tree_used != current
+                    or tree_delta != delta):
+                found.append(Over(name, root_limit, tree_used, tree_delta,
                                   target.root_external_id, tree=True))
         return found
 
