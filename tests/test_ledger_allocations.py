@@ -56,11 +56,11 @@ def test_stale_consumer_generation_is_refused(db):
     _write(db, ConsumerWrite(consumer, "p", "u", {rp["uuid"]: {"VCPU": 1}},
                              expected_generation=None))
     for stale in (None, 0, 5):
-        with pytest.raises(consumers.ConsumerGenerationConflict):
+        with pytest.raises(errors.ConcurrentUpdate):
             _write(db, ConsumerWrite(consumer, "p", "u",
                                      {rp["uuid"]: {"VCPU": 1}},
                                      expected_generation=stale))
-    with pytest.raises(consumers.ConsumerGenerationConflict):
+    with pytest.raises(errors.ConcurrentUpdate):
         _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 1}},
                                  expected_generation=1))
 
@@ -285,7 +285,7 @@ def test_reshape_moves_inventory_and_allocations_together(db):
                                              child["uuid"]: {"VCPU": 2}},
                          expected_generation=1)
     checked = []
-    with pytest.raises(reshaper.StaleProviderGeneration):
+    with pytest.raises(errors.ConcurrentUpdate):
         db.run_write(lambda conn: reshaper.reshape(conn, plan(8, 0), [move]))
     with pytest.raises(errors.CapacityExceeded):
         db.run_write(lambda conn: reshaper.reshape(conn, plan(1), [move]))

@@ -48,8 +48,7 @@ class ProviderAggregates:
                 conn, provider, wanted, seen, bump=checked)
             return aggregates.provider_aggregates(conn, provider), generation
 
-        found, generation = self.services.db.run_write(
-            replace, retries=0 if checked else None)
+        found, generation = self.services.db.run_write(replace)
         self._send(req, resp, found, generation)
 
 

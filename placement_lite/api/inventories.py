@@ -77,7 +77,7 @@ class Inventories:
                 conn, provider, wanted, data["resource_provider_generation"])
             return provider, inventories.get_inventories(conn, provider), generation
 
-        provider, invs, generation = self.services.db.run_write(replace, retries=0)
+        provider, invs, generation = self.services.db.run_write(replace)
         self._send(req, resp, invs, generation, provider)
 
     def on_post(self, req, resp, uuid):
@@ -92,7 +92,7 @@ class Inventories:
             generation = inventories.add_inventory(conn, provider, inv)
             return inventories.get_inventory(conn, provider, name), generation
 
-        inv, generation = self.services.db.run_write(create, retries=0)
+        inv, generation = self.services.db.run_write(create)
         resp.location = f"{req.prefix}/resource_providers/{uuid}/inventories/{name}"
         render.send(resp, one_body(inv, generation), falcon.HTTP_201)
         render.cache_headers(req, resp, [inv.modified])
@@ -137,7 +137,7 @@ class Inventory:
                 conn, provider, inv, data["resource_provider_generation"])
             return inventories.get_inventory(conn, provider, resource_class), generation
 
-        inv, generation = self.services.db.run_write(change, retries=0)
+        inv, generation = self.services.db.run_write(change)
         render.send(resp, one_body(inv, generation))
         render.cache_headers(req, resp, [inv.modified])
 

@@ -112,7 +112,7 @@ class ProviderTraits:
             return traits.provider_traits(conn, provider), generation
 
         # The client's generation is checked: a retry could not help.
-        found, generation = self.services.db.run_write(replace, retries=0)
+        found, generation = self.services.db.run_write(replace)
         self._send(req, resp, found, generation)
 
     @versioned("1.6")

@@ -6,9 +6,9 @@ Every write follows one order inside one transaction, so racing writers
 1. bump the generation of every consumer written (its row lock), sorted by
    uuid; a stale caller-supplied consumer_generation is a 409;
 2. read the consumers' current allocations, then bump the generation of
-   every provider touched, old and new, sorted by id, with the conditional
-   UPDATE (rowcount 0 -> ConcurrentUpdate, which `run_write` retries in a
-   new transaction);
+   every provider touched, old and new, sorted by id (the UPDATE takes
+   each provider's row lock; a provider deleted meanwhile is RaceLost,
+   which `run_write` retries in a new transaction);
 3. only then read usage and inventory and check capacity: the row locks we
    now hold mean nobody can change these providers' usage until we commit,
    and the reads (READ COMMITTED, or SQLite's single writer) see every
@@ -21,12 +21,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
-from placement_lite.ledger import capacity, consumers, errors
-from placement_lite.ledger.providers import utcnow
+from placement_lite.ledger import capacity, consumers, errors, providers
 
 # Marks a write that does not check the consumer generation (before 1.28).
 UNCHECKED = object()
@@ -90,28 +89,24 @@ def bump_providers(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
     """Bump each provider's generation, lowest id first; uuid by id.
 
     Sorted so two writers touching overlapping providers take the row
-    locks in the same order and cannot deadlock each other.
+    locks in the same order and cannot deadlock each other. No generation
+    is compared: the caller sent none for these providers, and the bump is
+    taken for its row lock, after which the capacity reads are fresh.
     """
     ids = sorted(set(ids))
     if not ids:
         return {}
     rp = t.resource_providers
-    rows = conn.execute(select(rp.c.id, rp.c.uuid, rp.c.generation)
-                        .where(rp.c.id.in_(ids)).order_by(rp.c.id)).all()
-    if len(rows) != len(ids):
-        raise errors.ConcurrentUpdate(
+    names = dict(conn.execute(select(rp.c.id, rp.c.uuid)
+                              .where(rp.c.id.in_(ids))).all())
+    if len(names) != len(ids):
+        # A retry re-validates the request and names the missing provider.
+        raise errors.RaceLost(
             "Inventory and/or allocations changed while attempting to "
             "allocate: a resource provider was deleted meanwhile; try again.")
-    for row in rows:
-        result = conn.execute(
-            update(rp).where(rp.c.id == row.id, rp.c.generation == row.generation)
-            .values(generation=rp.c.generation + 1, updated_at=utcnow()))
-        if result.rowcount != 1:
-            raise errors.ConcurrentUpdate(
-                "Inventory and/or allocations changed while attempting to "
-                f"allocate: resource provider {row.uuid} was updated by "
-                "another request; try again.")
-    return {row.id: row.uuid for row in rows}
+    for provider_id in ids:
+        providers.bump_generation(conn, provider_id)
+    return names
 
 
 def _current_providers(conn: Connection, consumer_ids: list[int]) -> set[int]:

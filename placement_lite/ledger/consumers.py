@@ -5,7 +5,7 @@ it with its first allocation and remove it when its last one goes.
 
 Projects, users and consumer types are keyed by their external names and
 created on first use. Two writers may create the same name at once; the
-loser's unique violation becomes a retryable ConcurrentUpdate, so the
+loser's unique violation becomes RaceLost, retried, so the
 write runs again in a new transaction that sees the winner's row. (A
 savepoint would not do: MariaDB answers racing duplicate inserts with a
 deadlock that rolls back the whole transaction, savepoint included.)
@@ -39,14 +39,6 @@ class Consumer:
     generation: int
 
 
-class ConsumerGenerationConflict(errors.Conflict):
-    """The caller's consumer_generation is stale: re-read and try again.
-
-    Not retryable: another attempt would read the same stored generation.
-    """
-    code = "placement.concurrent_update"
-
-
 def _ensure_named(conn: Connection, table, column, value: str) -> int:
     found = conn.scalar(select(table.c.id).where(column == value))
     if found is not None:
@@ -55,7 +47,7 @@ def _ensure_named(conn: Connection, table, column, value: str) -> int:
         return conn.execute(insert(table).values({column.key: value})
                             ).inserted_primary_key[0]
     except IntegrityError:
-        raise errors.ConcurrentUpdate(
+        raise errors.RaceLost(
             f"{table.name} row {value!r} was created by another request at "
             "the same time; try again.")
 
@@ -99,7 +91,7 @@ def check_generation(consumer: Optional[Consumer], uuid: str,
         return
     hint = ("send consumer_generation null to create it" if actual is None
             else "re-read the consumer's allocations and try again")
-    raise ConsumerGenerationConflict(
+    raise errors.ConcurrentUpdate(
         f"consumer generation conflict - expected {_json(actual)} but got "
         f"{_json(expected)} for consumer {uuid}: {hint}.")
 
@@ -122,7 +114,7 @@ def create(conn: Connection, uuid: str, project: str, user: str,
     except IntegrityError:
         # Another writer created this consumer since we looked: start over
         # in a fresh transaction, which will see it.
-        raise errors.ConcurrentUpdate(
+        raise errors.RaceLost(
             f"consumer {uuid} was created by another request at the same "
             "time; re-read its allocations and try again.")
     return Consumer(new_id, uuid, project, user, consumer_type, 1)
@@ -148,7 +140,7 @@ def claim(conn: Connection, consumer: Consumer, project: str, user: str,
                t.consumers.c.generation == consumer.generation)
         .values(values))
     if result.rowcount != 1:
-        raise errors.ConcurrentUpdate(
+        raise errors.RaceLost(
             f"consumer {consumer.uuid} was changed by another request at the "
             "same time; re-read its allocations and try again.")
     consumer.generation += 1

@@ -45,9 +45,20 @@ class DuplicateName(Conflict):
     code = "placement.duplicate_name"
 
 
-class ConcurrentUpdate(Conflict, RetryableError):
-    """A generation moved under us. Retryable where Placement retries."""
+class ConcurrentUpdate(Conflict):
+    """The caller's view is stale (a provider or consumer generation moved).
+
+    Not retried: another attempt would read the same stored generation.
+    The caller must re-read and decide again.
+    """
     code = "placement.concurrent_update"
+
+
+class RaceLost(ConcurrentUpdate, RetryableError):
+    """Another transaction won a race this one could not see coming (a
+    unique insert, a row deleted meanwhile). `Database.run_write` retries
+    it in a new transaction; only when retries run out does the caller
+    get the 409."""
 
 
 class InventoryInUse(Conflict):

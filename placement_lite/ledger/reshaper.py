@@ -25,11 +25,6 @@ from placement_lite.ledger import providers
 from placement_lite.ledger.allocations import ClaimCheck, ConsumerWrite
 
 
-class StaleProviderGeneration(errors.Conflict):
-    """The caller's provider generation is stale; not retryable."""
-    code = "placement.concurrent_update"
-
-
 @dataclass
 class ProviderInventories:
     generation: int
@@ -54,7 +49,7 @@ def reshape(conn: Connection, inventories: Mapping[str, ProviderInventories],
         provider = _provider(conn, uuid)
         wanted = inventories[uuid]
         if provider.generation != wanted.generation:
-            raise StaleProviderGeneration(
+            raise errors.ConcurrentUpdate(
                 f"resource provider generation conflict: resource provider "
                 f"{uuid} is at generation {provider.generation}, the reshape "
                 f"was made against generation {wanted.generation}. Re-read "

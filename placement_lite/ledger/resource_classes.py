@@ -96,7 +96,7 @@ def _insert(conn: Connection, name: str) -> ResourceClass:
     except IntegrityError:
         # Another writer took the same id (or name) after our read; a new
         # transaction will see its row and pick the next id.
-        raise errors.ConcurrentUpdate(
+        raise errors.RaceLost(
             f"Another request created a resource class while {name} was "
             "being created; retry.")
     return get(conn, name)

@@ -83,7 +83,7 @@ def ensure(conn: Connection, name: str) -> tuple[Trait, bool]:
     try:
         conn.execute(insert(_tr).values(name=name))
     except IntegrityError:
-        raise errors.ConcurrentUpdate(
+        raise errors.RaceLost(
             f"Another request created trait {name} meanwhile; retry.")
     return get(conn, name), True
 
