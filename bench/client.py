@@ -22,6 +22,11 @@ class Client:
         self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
 
     def request(self, method: str, path: str, body=None):
+        status, raw = self.raw(method, path, body)
+        return status, (json.loads(raw) if raw else None)
+
+    def raw(self, method: str, path: str, body=None):
+        """(status, body bytes): the response as it arrived, unparsed."""
         data = json.dumps(body).encode() if body is not None else None
         for attempt in range(3):
             if self.conn is None:
@@ -30,8 +35,7 @@ class Client:
                 self.conn.request(method, self.prefix + path, body=data,
                                   headers=self.headers)
                 resp = self.conn.getresponse()
-                raw = resp.read()
-                return resp.status, (json.loads(raw) if raw else None)
+                return resp.status, resp.read()
             except (http.client.HTTPException, ConnectionError, OSError):
                 self.conn.close()
                 self.conn = None
@@ -49,6 +53,9 @@ class Client:
         return self.request("POST", path, body)
 
     def timed_get(self, path):
+        """(seconds until the whole response arrived, status, parsed body);
+        the client's own JSON parsing is not part of the time."""
         start = time.perf_counter()
-        status, body = self.get(path)
-        return time.perf_counter() - start, status, body
+        status, raw = self.raw("GET", path)
+        elapsed = time.perf_counter() - start
+        return elapsed, status, (json.loads(raw) if raw else None)
