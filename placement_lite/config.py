@@ -18,10 +18,11 @@ ENV_PREFIX = "PLACEMENT_LITE_"
 
 
 def default_db_url() -> str:
-    """A file under the user's data directory, else the working directory."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share")
-    if os.path.isdir(os.path.dirname(base)) or os.path.isdir(base):
+    """A file under the user's data directory (created on first use), or
+    the working directory when there is no writable home."""
+    home = os.path.expanduser("~")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    if os.access(home, os.W_OK) or os.path.isdir(base):
         path = Path(base) / "placement-lite" / "placement-lite.sqlite"
     else:
         path = Path.cwd() / "placement-lite.sqlite"

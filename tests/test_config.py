@@ -107,3 +107,18 @@ def test_an_unset_boolean_flag_leaves_the_environment_in_charge(monkeypatch):
 def test_malformed_keystone_option_is_a_usage_error(capsys):
     assert cli.main(["serve", "--keystone-authtoken", "novalue"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_default_database_lives_in_the_users_data_directory(tmp_path, monkeypatch):
+    """A fresh home has no ~/.local yet; the default still goes there (the
+    engine creates the directories), not into whatever directory serve
+    happened to be started from."""
+    from placement_lite.config import default_db_url
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    assert default_db_url() == (
+        f"sqlite:///{tmp_path}/.local/share/placement-lite/placement-lite.sqlite")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert default_db_url() == (
+        f"sqlite:///{tmp_path}/data/placement-lite/placement-lite.sqlite")
