@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite.db import tables as t
+from placement_lite.ledger import lookup
 from placement_lite.ledger.providers import Provider, bump_generation
 
 _agg = t.placement_aggregates
@@ -68,16 +69,6 @@ def set_provider_aggregates(conn: Connection, provider: Provider,
                      .with_for_update())
         new_generation = provider.generation
     ids = aggregate_ids(conn, uuids)
-    have = set(conn.scalars(select(_rpa.c.aggregate_id)
-                            .where(_rpa.c.resource_provider_id == provider.id)))
-    target = set(ids.values())
-    gone = sorted(have - target)
-    if gone:
-        conn.execute(delete(_rpa).where(_rpa.c.resource_provider_id == provider.id,
-                                        _rpa.c.aggregate_id.in_(gone)))
-    added = sorted(target - have)
-    if added:
-        conn.execute(insert(_rpa), [
-            {"resource_provider_id": provider.id, "aggregate_id": aid}
-            for aid in added])
+    lookup.sync_provider_links(conn, _rpa, "aggregate_id", provider.id,
+                               ids.values())
     return new_generation

@@ -25,7 +25,8 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
-from placement_lite.ledger import capacity, consumers, errors, providers
+from placement_lite.ledger import (
+    capacity, consumers, errors, lookup, providers, resource_classes)
 
 # Marks a write that does not check the consumer generation (before 1.28).
 UNCHECKED = object()
@@ -53,36 +54,18 @@ class ConsumerWrite:
 
 def class_ids(conn: Connection, names: Iterable[str],
               consumer_uuid: Optional[str] = None) -> dict[str, int]:
-    wanted = sorted(set(names))
-    if not wanted:
-        return {}
-    rc = t.resource_classes
-    found = dict(conn.execute(
-        select(rc.c.name, rc.c.id).where(rc.c.name.in_(wanted))).all())
-    missing = [n for n in wanted if n not in found]
-    if missing:
-        who = f" for consumer {consumer_uuid}" if consumer_uuid else ""
-        raise errors.Invalid(
-            f"Unable to allocate inventory{who}: No such resource class "
-            f"{', '.join(missing)}. Create custom classes with PUT "
-            "/resource_classes/{name} first.")
-    return found
+    who = f" for consumer {consumer_uuid}" if consumer_uuid else ""
+    return resource_classes.ids_for(conn, names, lambda missing: (
+        f"Unable to allocate inventory{who}: No such resource class "
+        f"{', '.join(missing)}. Create custom classes with PUT "
+        "/resource_classes/{name} first."))
 
 
 def provider_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
-    wanted = sorted(set(uuids))
-    if not wanted:
-        return {}
     rp = t.resource_providers
-    found = dict(conn.execute(
-        select(rp.c.uuid, rp.c.id).where(rp.c.uuid.in_(wanted))).all())
-    missing = [u for u in wanted if u not in found]
-    if missing:
-        raise errors.Invalid(
-            "Allocation for resource provider "
-            + ", ".join(f"'{u}'" for u in missing)
-            + " that does not exist.")
-    return found
+    return lookup.ids_by_name(conn, rp.c.uuid, rp.c.id, uuids, lambda missing: (
+        "Allocation for resource provider "
+        + ", ".join(f"'{u}'" for u in missing) + " that does not exist."))
 
 
 def bump_providers(conn: Connection, ids: Iterable[int]) -> dict[int, str]:

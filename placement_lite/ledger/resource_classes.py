@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
+from placement_lite.ledger import errors, lookup
 from placement_lite.ledger.providers import utcnow
 
 _rc = t.resource_classes
@@ -61,19 +61,15 @@ def get(conn: Connection, name: str) -> ResourceClass:
     return found
 
 
-def ids_for(conn: Connection, names: Iterable[str]) -> dict[str, int]:
-    """name -> id for every name; Invalid (400) naming any unknown ones."""
-    wanted = sorted(set(names))
-    if not wanted:
-        return {}
-    found = dict(conn.execute(select(_rc.c.name, _rc.c.id)
-                              .where(_rc.c.name.in_(wanted))).all())
-    missing = [n for n in wanted if n not in found]
-    if missing:
-        raise errors.Invalid(
-            f"Unknown resource class(es): {', '.join(missing)}. Create custom "
+def _unknown(missing: list[str]) -> str:
+    return (f"Unknown resource class(es): {', '.join(missing)}. Create custom "
             "classes with PUT /resource_classes/{name} first.")
-    return found
+
+
+def ids_for(conn: Connection, names: Iterable[str],
+            explain=_unknown) -> dict[str, int]:
+    """name -> id for every name; Invalid (400) naming any unknown ones."""
+    return lookup.ids_by_name(conn, _rc.c.name, _rc.c.id, names, explain)
 
 
 def names_for(conn: Connection, ids: Iterable[int]) -> dict[int, str]:

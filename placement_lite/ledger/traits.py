@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
+from placement_lite.ledger import errors, lookup
 from placement_lite.ledger.providers import Provider, bump_generation
 
 _tr = t.traits
@@ -117,25 +117,12 @@ def set_provider_traits(conn: Connection, provider: Provider,
     Invalid (400) naming any trait that does not exist; ConcurrentUpdate
     (409) for a stale `generation` (None skips the check).
     """
-    wanted = sorted(set(names))
-    found = dict(conn.execute(select(_tr.c.name, _tr.c.id)
-                              .where(_tr.c.name.in_(wanted))).all()) if wanted else {}
-    missing = [n for n in wanted if n not in found]
-    if missing:
-        raise errors.Invalid(f"No such trait(s): {', '.join(missing)}.")
+    found = lookup.ids_by_name(
+        conn, _tr.c.name, _tr.c.id, names,
+        lambda missing: f"No such trait(s): {', '.join(missing)}.")
     new_generation = bump_generation(conn, provider, generation)
-    have = set(conn.scalars(select(_rpt.c.trait_id)
-                            .where(_rpt.c.resource_provider_id == provider.id)))
-    target = set(found.values())
-    gone = sorted(have - target)
-    if gone:
-        conn.execute(delete(_rpt).where(_rpt.c.resource_provider_id == provider.id,
-                                        _rpt.c.trait_id.in_(gone)))
-    added = sorted(target - have)
-    if added:
-        conn.execute(insert(_rpt), [
-            {"resource_provider_id": provider.id, "trait_id": tid}
-            for tid in added])
+    lookup.sync_provider_links(conn, _rpt, "trait_id", provider.id,
+                               found.values())
     return new_generation
 
 

@@ -1,0 +1,45 @@
+"""Two small shapes every ledger module needs: names to ids, all or none;
+and a provider's link rows (traits, aggregates) made equal to a set."""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.schema import Column, Table
+
+from placement_lite.ledger import errors
+
+
+def ids_by_name(conn: Connection, name_col: Column, id_col: Column,
+                names: Iterable[str],
+                explain: Callable[[list[str]], str]) -> dict[str, int]:
+    """name -> id for every name; Invalid(explain(missing)) if any is
+    unknown, so the caller's message names each one."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    found = dict(conn.execute(select(name_col, id_col)
+                              .where(name_col.in_(wanted))).all())
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        raise errors.Invalid(explain(missing))
+    return found
+
+
+def sync_provider_links(conn: Connection, table: Table, column: str,
+                        provider_id: int, target: Iterable[int]) -> None:
+    """Make the provider's rows in `table` (provider id, `column`) exactly
+    `target`, touching only the rows that change."""
+    owner = table.c.resource_provider_id
+    linked = table.c[column]
+    have = set(conn.scalars(select(linked).where(owner == provider_id)))
+    target = set(target)
+    gone = sorted(have - target)
+    if gone:
+        conn.execute(delete(table).where(owner == provider_id, linked.in_(gone)))
+    added = sorted(target - have)
+    if added:
+        conn.execute(insert(table), [
+            {"resource_provider_id": provider_id, column: value}
+            for value in added])
