@@ -40,11 +40,50 @@ MAX_SPAN = 1 << 16
 IN_CHUNK = 500
 
 
-@dataclass
+class Layout:
+    """The shape shared by every candidate whose slots fall on providers
+    the same way: which distinct provider (by position) serves which
+    amounts and which suffixes. Built once per shape, so a candidate is
+    just a tuple of provider ids until it is rendered."""
+    __slots__ = ("allocations", "mappings", "allocating")
+
+    def __init__(self, slots, pattern):
+        allocations: dict = {}  # provider position -> {class id: amount}
+        mappings: dict = {}  # suffix -> [provider position, ...]
+        for slot, pos in zip(slots, pattern):
+            if slot.resources:
+                res = allocations.setdefault(pos, {})
+                for rc, amount in slot.resources.items():
+                    res[rc] = res.get(rc, 0) + amount
+            mapped = mappings.setdefault(slot.suffix, [])
+            if pos not in mapped:
+                mapped.append(pos)
+        self.allocations = tuple(allocations.items())
+        self.mappings = tuple((k, tuple(v)) for k, v in mappings.items())
+        # Positions of the providers allocated from (a group without
+        # resources maps a provider it takes nothing from).
+        self.allocating = tuple(allocations)
+
+
 class Candidate:
-    """One answer: provider id -> {class id: amount}, suffix -> provider ids."""
-    allocations: dict
-    mappings: dict
+    """One answer: distinct provider ids, in slot order, and their Layout."""
+    __slots__ = ("providers", "layout")
+
+    def __init__(self, providers: tuple, layout: Layout):
+        self.providers = providers
+        self.layout = layout
+
+    @property
+    def allocations(self) -> dict:
+        """provider id -> {class id: amount}"""
+        rps = self.providers
+        return {rps[pos]: dict(res) for pos, res in self.layout.allocations}
+
+    @property
+    def mappings(self) -> dict:
+        """suffix -> [provider id, ...]"""
+        rps = self.providers
+        return {k: [rps[pos] for pos in v] for k, v in self.layout.mappings}
 
 
 @dataclass
@@ -115,8 +154,6 @@ class Search:
                 counts[rc] = counts.get(rc, 0) + 1
         self.multi_rcs = {rc for rc, n in counts.items() if n > 1}
         self.unnumbered_slots = [i for i, s in enumerate(self.slots) if not s.numbered]
-        self.unnumbered_resources = {
-            rc: a for s in self.slots if not s.numbered for rc, a in s.resources.items()}
         self.isolate = req.group_policy == "isolate" and sum(
             1 for s in self.slots if s.numbered) > 1
         # Set once the sharing providers are known (see candidates()).
@@ -131,6 +168,7 @@ class Search:
         self.bound: Optional[int] = None
         self.yielded = 0
         self._statements: dict = {}
+        self._layouts: dict = {}
         # Every provider read, for the rendering of the candidates.
         self.uuids: dict = {}
         self.roots: dict = {}
@@ -598,8 +636,7 @@ class Search:
             for anchor in sorted(anchors):
                 if single and anchor in facts.alone:
                     self.yielded += 1
-                    yield Candidate({anchor: dict(self.unnumbered_resources)},
-                                    {"": [anchor]})
+                    yield Candidate((anchor,), self._layout((0,) * len(self.slots)))
                     continue
                 options = self._options(anchor, facts)
                 if options is None:
@@ -613,23 +650,17 @@ class Search:
                     self.yielded += 1
                     yield self._candidate(chosen)
 
+    def _layout(self, pattern: tuple) -> Layout:
+        layout = self._layouts.get(pattern)
+        if layout is None:
+            layout = self._layouts[pattern] = Layout(self.slots, pattern)
+        return layout
+
     def _candidate(self, chosen) -> Candidate:
-        allocations: dict = {}
-        mappings: dict = {}
-        for slot, rp in zip(self.slots, chosen):
-            if slot.resources:
-                res = allocations.get(rp)
-                if res is None:
-                    allocations[rp] = dict(slot.resources)
-                else:
-                    for rc, amount in slot.resources.items():
-                        res[rc] = res.get(rc, 0) + amount
-            mapped = mappings.get(slot.suffix)
-            if mapped is None:
-                mappings[slot.suffix] = [rp]
-            elif rp not in mapped:
-                mapped.append(rp)
-        return Candidate(allocations, mappings)
+        providers = tuple(dict.fromkeys(chosen))
+        # Each slot's provider as a position in `providers`.
+        pattern = tuple(map(providers.index, chosen))
+        return Candidate(providers, self._layout(pattern))
 
 
 def resolve(conn: Connection, req: CandidateRequest) -> Optional[Lookups]:

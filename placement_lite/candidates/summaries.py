@@ -8,14 +8,22 @@ current allocations.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates.engine import IN_CHUNK, Result
 from placement_lite.candidates.filters import used_subquery
 from placement_lite.db import tables as t
+
+
+class Summary(NamedTuple):
+    uuid: str
+    resources: list  # of (class name, capacity, used), by class id
+    traits: Optional[list]  # sorted names; None when not wanted
+    parent_uuid: Optional[str]
+    root_uuid: Optional[str]  # None when the tree is not wanted
 
 
 def _parts(ids: Iterable[int]):
@@ -24,34 +32,41 @@ def _parts(ids: Iterable[int]):
         yield ids[i:i + IN_CHUNK]
 
 
-def _where(column, ids: Iterable[int]):
-    """Conditions selecting `ids` in `column`: a range where the ids are
-    dense (cheaper than a long IN list; the caller drops the extras), an
-    IN list where they are sparse."""
+def _selecting(query, column, ids: Iterable[int]):
+    """(statement, parameters) pairs selecting `ids` in `column`: a range
+    where the ids are dense (cheaper than a long IN list; the caller drops
+    the extras), an IN list where they are sparse. Each statement is built
+    once and run with new parameters: building an IN of literal values
+    costs more than running it."""
+    ranged = query.where(column.between(bindparam("lo"), bindparam("hi")))
+    listed = query.where(column.in_(bindparam("ids", expanding=True)))
     for part in _parts(ids):
         lo, hi = part[0], part[-1]
         if hi - lo < 2 * len(part):
-            yield column.between(lo, hi)
+            yield ranged, {"lo": lo, "hi": hi}
         else:
-            yield column.in_(part)
+            yield listed, {"ids": part}
 
 
 def summarize(conn: Connection, result: Result, whole_trees: bool,
               classes: Optional[set] = None, with_traits: bool = True,
-              with_tree: bool = True) -> dict:
-    """provider uuid -> its summary, in the response's shape:
-    {"resources": {class: {"capacity", "used"}}, "traits": [...] (when
-    with_traits), "parent_provider_uuid", "root_provider_uuid" (when
-    with_tree)}, ordered by provider id.
+              with_tree: bool = True) -> list:
+    """The summaries of the providers the candidates allocate from (or of
+    their whole trees), ordered by provider id.
 
     `classes` (names) limits the resources shown; None shows every class.
     """
     rp = t.resource_providers
     used = set()
     for cand in result.candidates:
-        used.update(cand.allocations)
+        rps = cand.providers
+        allocating = cand.layout.allocating
+        if len(allocating) == len(rps):
+            used.update(rps)
+        else:
+            used.update(rps[pos] for pos in allocating)
     if not used:
-        return {}
+        return []
     if whole_trees:
         column = rp.c.root_provider_id
         keys = {result.roots[p] for p in used}
@@ -60,58 +75,58 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
         keys = used
     key_index = 0 if column is rp.c.id else 3
     rows = {}
-    for cond in _where(column, keys):
-        for row in conn.execute(select(
-                rp.c.id, rp.c.uuid, rp.c.parent_provider_id,
-                rp.c.root_provider_id).where(cond)).all():
+    query = select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id,
+                   rp.c.root_provider_id)
+    for stmt, params in _selecting(query, column, keys):
+        for row in conn.execute(stmt, params).all():
             if row[key_index] in keys:
                 rows[row[0]] = row
     uuid_of = {pid: row[1] for pid, row in rows.items()}
     missing = {row[2] for row in rows.values() if row[2] not in uuid_of} | {
         row[3] for row in rows.values() if row[3] not in uuid_of}
     missing.discard(None)
-    for part in _parts(missing):
-        uuid_of.update(conn.execute(
-            select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(part))).all())
-    bodies = {}
-    for pid in sorted(rows):
-        body = {"resources": {}}
-        if with_traits:
-            body["traits"] = []
-        if with_tree:
-            row = rows[pid]
-            body["parent_provider_uuid"] = uuid_of.get(row[2])
-            body["root_provider_uuid"] = uuid_of[row[3]]
-        bodies[pid] = body
+    query = select(rp.c.id, rp.c.uuid)
+    for stmt, params in _selecting(query, rp.c.id, missing):
+        uuid_of.update(conn.execute(stmt, params).all())
 
+    resources: dict = {pid: [] for pid in rows}
     inv = t.inventories
     rc = t.resource_classes
     query = (select(inv.c.resource_provider_id, rc.c.name, inv.c.total,
                     inv.c.reserved, inv.c.allocation_ratio, used_subquery(inv))
              .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id)
-                          .join(rp, rp.c.id == inv.c.resource_provider_id)))
+                          .join(rp, rp.c.id == inv.c.resource_provider_id))
+             .order_by(inv.c.resource_class_id))
     if classes is not None:
         query = query.where(rc.c.name.in_(sorted(classes)))
-    for cond in _where(column, keys):
+    for stmt, params in _selecting(query, column, keys):
         for pid, name, total, reserved, ratio, usage in conn.execute(
-                query.where(cond).order_by(inv.c.resource_class_id)).all():
-            body = bodies.get(pid)
-            if body is not None:
-                body["resources"][name] = {
-                    "capacity": int((total - reserved) * ratio),
-                    "used": int(usage or 0)}
+                stmt, params).all():
+            found = resources.get(pid)
+            if found is not None:
+                found.append((name, int((total - reserved) * ratio),
+                              int(usage or 0)))
 
+    traits: dict = {}
     if with_traits:
+        traits = {pid: [] for pid in rows}
         rpt = t.resource_provider_traits
         tr = t.traits
         query = (select(rpt.c.resource_provider_id, tr.c.name)
                  .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id)
                               .join(rp, rp.c.id == rpt.c.resource_provider_id)))
-        for cond in _where(column, keys):
-            for pid, name in conn.execute(query.where(cond)).all():
-                body = bodies.get(pid)
-                if body is not None:
-                    body["traits"].append(name)
-        for body in bodies.values():
-            body["traits"].sort()
-    return {uuid_of[pid]: body for pid, body in bodies.items()}
+        for stmt, params in _selecting(query, column, keys):
+            for pid, name in conn.execute(stmt, params).all():
+                found = traits.get(pid)
+                if found is not None:
+                    found.append(name)
+        for names in traits.values():
+            names.sort()
+    out = []
+    for pid in sorted(rows):
+        row = rows[pid]
+        out.append(Summary(
+            row[1], resources[pid], traits.get(pid) if with_traits else None,
+            uuid_of.get(row[2]) if with_tree else None,
+            uuid_of[row[3]] if with_tree else None))
+    return out
