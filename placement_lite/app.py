@@ -7,12 +7,11 @@ from typing import Optional
 import falcon
 
 from placement_lite.api import cors, errors
-from placement_lite.api.auth import PUBLIC_PATHS
+from placement_lite.api.auth import AuthMiddleware, is_public
 from placement_lite.api.metrics import Metrics
 from placement_lite.api.microversion import MicroversionMiddleware
 from placement_lite.api.middleware import (
     AccessLogMiddleware, InputLimitsMiddleware, RequestIdMiddleware)
-from placement_lite.api import quota
 from placement_lite.api.policy import Policy
 from placement_lite.api.services import Services
 from placement_lite.config import Settings
@@ -46,11 +45,6 @@ def routes():
         yield from module.ROUTES
 
 
-# Served without a token when enabled (the version document and the
-# healthcheck are always public: api/auth.py).
-UNAUTHENTICATED_EXTRAS = {"/metrics", "/openapi.json"}
-
-
 def create_app(settings: Settings, db: Optional[Database] = None,
                worker: Optional[int] = None) -> falcon.App:
     db = db or Database(settings.db, pool_size=settings.db_pool_size,
@@ -74,8 +68,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         *([cors_mw] if cors_mw else []),
         InputLimitsMiddleware(settings.max_body_bytes, settings.max_query_params),
         MicroversionMiddleware(),
-        quota.auth_class(settings)(settings.auth, policy,
-                       public_paths=PUBLIC_PATHS | UNAUTHENTICATED_EXTRAS,
+        AuthMiddleware(settings.auth, policy,
                        default_token=settings.noauth2_default_token),
     ]
     app = falcon.App(middleware=middleware, router=router)
@@ -87,9 +80,13 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     if settings.metrics_enabled:
         from placement_lite.api import metrics as metrics_api
         table += metrics_api.ROUTES
+    public = set()
+    for template, resource_class in table:
+        resource = resource_class(services)
+        if is_public(resource, "GET") or is_public(resource, "POST"):
+            public.add(template)
+        app.add_route(template, resource)
     # The OpenAPI document is built from exactly what is routed here.
     services.extras["route_table"] = table
-    services.extras["public_paths"] = PUBLIC_PATHS | UNAUTHENTICATED_EXTRAS
-    for template, resource in table:
-        app.add_route(template, resource(services))
+    services.extras["public_paths"] = frozenset(public)
     return app

@@ -1,7 +1,7 @@
 """Who is calling (noauth2 or keystone headers), and may they?
 
-`noauth2` follows Placement's development auth: every path but the
-unauthenticated ones needs `x-auth-token`; the token is `user[:project]`;
+`noauth2` follows Placement's development auth: every route but the
+public ones needs `x-auth-token`; the token is `user[:project]`;
 the token `admin` gets the admin role; `X-Roles` replaces the roles;
 `X-Project-Id` sets the project; `OpenStack-System-Scope: all` makes the
 request system-scoped.
@@ -24,8 +24,15 @@ import falcon
 from placement_lite.api import errors
 from placement_lite.api.policy import Policy
 
-# Paths any caller may GET without a token (version document, health).
-PUBLIC_PATHS = frozenset({"/", "/healthcheck", "/v3", "/v3/"})
+# What a resource that anyone may read declares as its `public_methods`.
+READS = frozenset({"GET", "HEAD"})
+
+
+def is_public(resource, method: str) -> bool:
+    """A resource opts out of auth per method with `public_methods`;
+    HEAD follows GET."""
+    public = getattr(resource, "public_methods", ())
+    return method in public or (method == "HEAD" and "GET" in public)
 
 
 @dataclass
@@ -84,7 +91,13 @@ IDENTIFIERS = {"noauth2": noauth2_identity, "keystone": keystone_identity}
 
 
 class AuthMiddleware:
-    def __init__(self, mode: str, policy: Policy, public_paths=PUBLIC_PATHS,
+    """Identify the caller and enforce the route's policy rule.
+
+    Runs after routing, so each resource says for itself which methods
+    need no token (`public_methods`); unknown paths are a plain 404.
+    """
+
+    def __init__(self, mode: str, policy: Policy,
                  default_token: str | None = None):
         if mode not in IDENTIFIERS:
             raise ValueError(f"unknown auth mode {mode!r}")
@@ -92,24 +105,18 @@ class AuthMiddleware:
         # noauth2 only (keystone ignores it): the token of a tokenless request.
         self.default_token = default_token
         self.policy = policy
-        self.public_paths = public_paths
-
-    def _public(self, req: falcon.Request) -> bool:
-        return req.path in self.public_paths or req.method == "OPTIONS"
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.identity = None
-        if self._public(req):
-            return
-        req.context.identity = self.identify(req, self.default_token)
 
     def process_resource(self, req, resp, resource, params) -> None:
-        if resource is None or self._public(req):
+        if resource is None or req.method == "OPTIONS" or is_public(resource, req.method):
             return
         if not hasattr(resource, "on_" + req.method.lower()):
             # Falcon answers 405 with an Allow header for a method the
             # resource lacks; there is nothing to authorise.
             return
+        req.context.identity = self.identify(req, self.default_token)
         rule = getattr(resource, "policies", {}).get(req.method)
         if rule is None and req.method == "HEAD":
             rule = getattr(resource, "policies", {}).get("GET")

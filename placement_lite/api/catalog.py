@@ -35,6 +35,7 @@ def render_endpoint(req, row):
 
 
 class Services(Resource):
+    oslo_limit_reads = True
     policies = {"GET": READ, "POST": WRITE}
 
     def on_get(self, req, resp):
@@ -51,6 +52,7 @@ class Services(Resource):
 
 
 class Service(Resource):
+    oslo_limit_reads = True
     policies = {"GET": READ, "DELETE": WRITE}
 
     def on_get(self, req, resp, service_id):
@@ -64,6 +66,7 @@ class Service(Resource):
 
 
 class Regions(Resource):
+    oslo_limit_reads = True
     policies = {"GET": READ, "POST": WRITE}
 
     def on_get(self, req, resp):
@@ -79,6 +82,7 @@ class Regions(Resource):
 
 
 class Region(Resource):
+    oslo_limit_reads = True
     policies = {"GET": READ, "DELETE": WRITE}
 
     def on_get(self, req, resp, region_id):
@@ -100,6 +104,7 @@ def _endpoint_fields(body: dict) -> dict:
 
 
 class Endpoints(Resource):
+    oslo_limit_reads = True
     policies = {"GET": READ, "POST": WRITE}
 
     def on_get(self, req, resp):
@@ -117,6 +122,7 @@ class Endpoints(Resource):
 
 
 class Endpoint(Resource):
+    oslo_limit_reads = True
     policies = {"GET": READ, "PATCH": WRITE, "DELETE": WRITE}
 
     def on_get(self, req, resp, endpoint_id):

@@ -15,6 +15,7 @@ from placement_lite.api import render, request
 from placement_lite.api.schemas import limits as schema
 from placement_lite.quota import limits as lim
 from placement_lite.quota import models
+from placement_lite.api.auth import READS
 
 RULES = {
     family: {action: f"placement:limits:{family}:{action}"
@@ -63,10 +64,16 @@ def render_limit(req, row: dict) -> dict:
 
 
 class Resource:
+    # The reads oslo.limit makes; with quota_limits_public_read they need
+    # no token (oslo.limit configured with auth_type = none sends none).
+    oslo_limit_reads = False
+
     def __init__(self, services):
         self.services = services
         self.db = services.db
         self.settings = services.settings
+        if self.oslo_limit_reads and self.settings.quota_limits_public_read:
+            self.public_methods = READS
 
     @property
     def model(self) -> models.Model:
@@ -76,6 +83,7 @@ class Resource:
 class IdentityVersion(Resource):
     """Enough of Keystone's version document for clients to discover v3."""
     policies: dict = {}
+    public_methods = READS
 
     def on_get(self, req, resp):
         render.send(resp, {"version": {
@@ -91,6 +99,7 @@ class IdentityVersion(Resource):
 
 
 class RegisteredLimits(Resource):
+    oslo_limit_reads = True
     policies = {"GET": RULES["registered_limits"]["list"],
                 "POST": RULES["registered_limits"]["create"]}
 
@@ -112,6 +121,7 @@ class RegisteredLimits(Resource):
 
 
 class RegisteredLimit(Resource):
+    oslo_limit_reads = True
     policies = {"GET": RULES["registered_limits"]["show"],
                 "PATCH": RULES["registered_limits"]["update"],
                 "DELETE": RULES["registered_limits"]["delete"]}
@@ -134,6 +144,7 @@ class RegisteredLimit(Resource):
 
 
 class Limits(Resource):
+    oslo_limit_reads = True
     policies = {"GET": RULES["limits"]["list"],
                 "POST": RULES["limits"]["create"]}
 
@@ -154,6 +165,7 @@ class Limits(Resource):
 
 
 class Limit(Resource):
+    oslo_limit_reads = True
     policies = {"GET": RULES["limits"]["show"],
                 "PATCH": RULES["limits"]["update"],
                 "DELETE": RULES["limits"]["delete"]}
@@ -176,6 +188,7 @@ class Limit(Resource):
 
 
 class LimitModel(Resource):
+    oslo_limit_reads = True
     policies = {"GET": MODEL_RULE}
 
     def on_get(self, req, resp):

@@ -22,6 +22,7 @@ from typing import Iterable, Optional
 import falcon
 
 from placement_lite.db.engine import RetryableError
+from placement_lite.api.auth import READS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Seconds; fine at the low end, where a healthy service lives.
@@ -188,6 +189,7 @@ class MetricsResource:
     """GET /metrics: served only when metrics are enabled; no auth."""
 
     policies: dict = {}
+    public_methods = READS
 
     def __init__(self, services):
         self.metrics: Metrics = services.extras["metrics"]

@@ -23,6 +23,7 @@ import falcon
 import yaml
 
 from placement_lite.api.microversion import MAX_VERSION, VersionedTable
+from placement_lite.api.auth import READS
 
 OVERLAY = Path(__file__).with_name("openapi.yaml")
 _PARAM_RE = re.compile(r"{([^}:]+)(?::[^}]*)?}")
@@ -127,17 +128,20 @@ class OpenAPIDocument:
     """GET /openapi.json: no token needed."""
 
     policies: dict = {}
+    public_methods = READS
 
     def __init__(self, services):
-        self.routes = services.extras["route_table"]
-        self.public = services.extras.get("public_paths", frozenset())
+        # Read when first served: app.py fills these in once every
+        # resource exists.
+        self.extras = services.extras
         self._lock = threading.Lock()
         self._text = None
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._lock:
             if self._text is None:
-                self._text = json.dumps(build(self.routes, self.public))
+                self._text = json.dumps(build(self.extras["route_table"],
+                                              self.extras["public_paths"]))
         resp.content_type = falcon.MEDIA_JSON
         resp.text = self._text
 

@@ -7,6 +7,7 @@ import falcon
 from sqlalchemy import text
 
 from placement_lite.api import render
+from placement_lite.api.auth import READS
 from placement_lite.api.microversion import MAX_VERSION, MIN_VERSION
 
 LOG = logging.getLogger(__name__)
@@ -14,6 +15,7 @@ LOG = logging.getLogger(__name__)
 
 class Root:
     policies: dict = {}
+    public_methods = READS
 
     def __init__(self, services):
         self.services = services
@@ -30,6 +32,7 @@ class Root:
 
 class Healthcheck:
     policies: dict = {}
+    public_methods = READS
 
     def __init__(self, services):
         self.db = services.db
