@@ -144,5 +144,10 @@ class Database:
                 time.sleep(random.uniform(0, 0.002 * (2 ** min(attempt, 6))))
         raise AssertionError("unreachable")
 
+    def ping(self) -> None:
+        """Raise if the database does not answer a trivial query."""
+        with self.read() as conn:
+            conn.exec_driver_sql("SELECT 1")
+
     def dispose(self) -> None:
         self.engine.dispose()
