@@ -38,6 +38,10 @@ FIRST_SPAN = 256
 MIN_SPAN = 32
 MAX_SPAN = 1 << 16
 IN_CHUNK = 500
+# Slice statements by request shape (see Search._built): a busy service
+# sees the same few flavors again and again.
+STATEMENT_CACHE_SIZE = 256
+_STATEMENTS: dict = {}
 
 
 class Layout:
@@ -167,7 +171,7 @@ class Search:
         # many were produced so far; they size the slices.
         self.bound: Optional[int] = None
         self.yielded = 0
-        self._statements: dict = {}
+        self._shape_key: Optional[tuple] = None
         self._layouts: dict = {}
         # Every provider read, for the rendering of the candidates.
         self.uuids: dict = {}
@@ -256,15 +260,40 @@ class Search:
                           RP.c.root_provider_id, RP.c.id)
 
     def _built(self, key, build, reuse: bool):
-        """Slice statements are built once per request and re-run with new
-        bounds (building one costs more than running it); others are built
-        for their single use."""
+        """Slice statements are re-run with new bounds, within the request
+        and across requests of the same shape (building one costs more
+        than running it); others are built for their single use."""
         if not reuse:
             return build()
-        found = self._statements.get(key)
+        key = (key, self._shape())
+        found = _STATEMENTS.get(key)
         if found is None:
-            found = self._statements[key] = build()
+            found = build()
+            _STATEMENTS[key] = found
+            while len(_STATEMENTS) > STATEMENT_CACHE_SIZE:
+                try:
+                    del _STATEMENTS[next(iter(_STATEMENTS))]
+                except (KeyError, RuntimeError, StopIteration):
+                    # Another thread is evicting too.
+                    break
         return found
+
+    def _shape(self) -> tuple:
+        """Everything a slice statement is built from: the groups, the ids
+        their names resolved to, and whether sharing providers exist."""
+        if self._shape_key is None:
+            lk = self.lk
+            groups = tuple(
+                (g.suffix, tuple(g.resources.items()),
+                 tuple(frozenset(any_of) for any_of in g.required),
+                 frozenset(g.forbidden),
+                 tuple(frozenset(any_of) for any_of in g.member_of),
+                 frozenset(g.forbidden_aggs), g.in_tree)
+                for g in self.req.groups.values())
+            ids = tuple(frozenset(m.items()) for m in (
+                lk.rc_ids, lk.trait_ids, lk.agg_ids, lk.tree_roots))
+            self._shape_key = (groups, ids, bool(self.shared_by_key))
+        return self._shape_key
 
     def _read_rows(self, where, facts: Facts, in_trees: bool = True,
                    params=None) -> None:
@@ -313,11 +342,13 @@ class Search:
         if not self.multi_rcs:
             return
         inv = t.inventories
-        query = (select(inv.c.resource_provider_id, inv.c.resource_class_id,
-                        inv.c.total, inv.c.reserved, inv.c.allocation_ratio,
-                        inv.c.max_unit, filters.used_subquery(inv))
-                 .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
-                 .where(where, inv.c.resource_class_id.in_(sorted(self.multi_rcs))))
+        query = self._built("inventory", lambda: (
+            select(inv.c.resource_provider_id, inv.c.resource_class_id,
+                   inv.c.total, inv.c.reserved, inv.c.allocation_ratio,
+                   inv.c.max_unit, filters.used_subquery(inv))
+            .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
+            .where(where, inv.c.resource_class_id.in_(sorted(self.multi_rcs)))),
+            params is not None)
         for rp, rc, total, reserved, ratio, max_unit, used in self.conn.execute(
                 query, params or {}):
             facts.inventory[(rp, rc)] = (
