@@ -176,6 +176,7 @@ class Search:
         # Every provider read, for the rendering of the candidates.
         self.uuids: dict = {}
         self.roots: dict = {}
+        self.alone: set = set()
 
     # -- SQL ----------------------------------------------------------------
 
@@ -413,6 +414,7 @@ class Search:
             self._read_rows(RP.c.id.in_(part), facts, in_trees=False)
         self.uuids.update(facts.uuid)
         self.roots.update(facts.root)
+        self.alone |= facts.alone
         self.shared_by_key = {key: facts.providers(key) for key in facts.rows}
         eligible = set().union(*self.shared_by_key.values()) \
             if self.shared_by_key else set()
@@ -652,6 +654,7 @@ class Search:
             self._read_rows(where, facts, params=params)
             self.uuids.update(facts.uuid)
             self.roots.update(facts.root)
+            self.alone |= facts.alone
             anchors = set()
             for rows in facts.rows.values():
                 anchors.update(rows)
@@ -717,6 +720,7 @@ class Result:
     uuids: dict  # provider id -> uuid for every provider in candidates
     roots: dict  # provider id -> root id
     class_names: dict = field(default_factory=dict)  # class id -> name
+    alone: set = field(default_factory=set)  # providers alone in their tree
 
 
 def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
@@ -739,4 +743,4 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     if randomize and req.limit and len(found) > req.limit:
         found = random.sample(found, req.limit)
     names = {rc: name for name, rc in lookups.rc_ids.items()}
-    return Result(found, search.uuids, search.roots, names)
+    return Result(found, search.uuids, search.roots, names, search.alone)

@@ -74,10 +74,13 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
         column = rp.c.id
         keys = used
     key_index = 0 if column is rp.c.id else 3
-    rows = {}
+    # A provider the search found alone in its tree is its whole tree, and
+    # the search read its uuid already.
+    rows = {pid: (pid, result.uuids[pid], None, pid)
+            for pid in keys if pid in result.alone}
     query = select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id,
                    rp.c.root_provider_id)
-    for stmt, params in _selecting(query, column, keys):
+    for stmt, params in _selecting(query, column, keys.difference(rows)):
         for row in conn.execute(stmt, params).all():
             if row[key_index] in keys:
                 rows[row[0]] = row
