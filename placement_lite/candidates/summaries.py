@@ -8,6 +8,7 @@ current allocations.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable, NamedTuple, Optional
 
 from sqlalchemy import bindparam, select
@@ -32,14 +33,43 @@ def _parts(ids: Iterable[int]):
         yield ids[i:i + IN_CHUNK]
 
 
-def _selecting(query, column, ids: Iterable[int]):
-    """(statement, parameters) pairs selecting `ids` in `column`: a range
-    where the ids are dense (cheaper than a long IN list; the caller drops
-    the extras), an IN list where they are sparse. Each statement is built
-    once and run with new parameters: building an IN of literal values
-    costs more than running it."""
-    ranged = query.where(column.between(bindparam("lo"), bindparam("hi")))
-    listed = query.where(column.in_(bindparam("ids", expanding=True)))
+@lru_cache(maxsize=64)
+def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
+    """(by range, by IN list) statements of one kind, selecting providers
+    by id or by root id. Built once per process: building them cost as
+    much as running them on answers of a few hundred providers."""
+    rp = t.resource_providers
+    column = rp.c.root_provider_id if by_root else rp.c.id
+    if kind == "providers":
+        query = select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id,
+                       rp.c.root_provider_id)
+    elif kind == "uuids":
+        query = select(rp.c.id, rp.c.uuid)
+    elif kind == "inventory":
+        inv = t.inventories
+        rc = t.resource_classes
+        query = (select(inv.c.resource_provider_id, rc.c.name, inv.c.total,
+                        inv.c.reserved, inv.c.allocation_ratio, used_subquery(inv))
+                 .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id)
+                              .join(rp, rp.c.id == inv.c.resource_provider_id))
+                 .order_by(inv.c.resource_class_id))
+        if classes is not None:
+            query = query.where(rc.c.name.in_(classes))
+    else:
+        rpt = t.resource_provider_traits
+        tr = t.traits
+        query = (select(rpt.c.resource_provider_id, tr.c.name)
+                 .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id)
+                              .join(rp, rp.c.id == rpt.c.resource_provider_id)))
+    return (query.where(column.between(bindparam("lo"), bindparam("hi"))),
+            query.where(column.in_(bindparam("ids", expanding=True))))
+
+
+def _selecting(statements, ids: Iterable[int]):
+    """(statement, parameters) pairs selecting `ids`: a range where the ids
+    are dense (cheaper than a long IN list; the caller drops the extras),
+    an IN list where they are sparse."""
+    ranged, listed = statements
     for part in _parts(ids):
         lo, hi = part[0], part[-1]
         if hi - lo < 2 * len(part):
@@ -56,7 +86,6 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
 
     `classes` (names) limits the resources shown; None shows every class.
     """
-    rp = t.resource_providers
     used = set()
     for cand in result.candidates:
         rps = cand.providers
@@ -68,19 +97,16 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     if not used:
         return []
     if whole_trees:
-        column = rp.c.root_provider_id
         keys = {result.roots[p] for p in used}
     else:
-        column = rp.c.id
         keys = used
-    key_index = 0 if column is rp.c.id else 3
+    key_index = 3 if whole_trees else 0
     # A provider the search found alone in its tree is its whole tree, and
     # the search read its uuid already.
     rows = {pid: (pid, result.uuids[pid], None, pid)
             for pid in keys if pid in result.alone}
-    query = select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id,
-                   rp.c.root_provider_id)
-    for stmt, params in _selecting(query, column, keys.difference(rows)):
+    for stmt, params in _selecting(_statements("providers", whole_trees),
+                                   keys.difference(rows)):
         for row in conn.execute(stmt, params).all():
             if row[key_index] in keys:
                 rows[row[0]] = row
@@ -88,21 +114,13 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     missing = {row[2] for row in rows.values() if row[2] not in uuid_of} | {
         row[3] for row in rows.values() if row[3] not in uuid_of}
     missing.discard(None)
-    query = select(rp.c.id, rp.c.uuid)
-    for stmt, params in _selecting(query, rp.c.id, missing):
+    for stmt, params in _selecting(_statements("uuids", False), missing):
         uuid_of.update(conn.execute(stmt, params).all())
 
     resources: dict = {pid: [] for pid in rows}
-    inv = t.inventories
-    rc = t.resource_classes
-    query = (select(inv.c.resource_provider_id, rc.c.name, inv.c.total,
-                    inv.c.reserved, inv.c.allocation_ratio, used_subquery(inv))
-             .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id)
-                          .join(rp, rp.c.id == inv.c.resource_provider_id))
-             .order_by(inv.c.resource_class_id))
-    if classes is not None:
-        query = query.where(rc.c.name.in_(sorted(classes)))
-    for stmt, params in _selecting(query, column, keys):
+    statements = _statements("inventory", whole_trees,
+                             None if classes is None else tuple(sorted(classes)))
+    for stmt, params in _selecting(statements, keys):
         for pid, name, total, reserved, ratio, usage in conn.execute(
                 stmt, params).all():
             found = resources.get(pid)
@@ -113,12 +131,7 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     traits: dict = {}
     if with_traits:
         traits = {pid: [] for pid in rows}
-        rpt = t.resource_provider_traits
-        tr = t.traits
-        query = (select(rpt.c.resource_provider_id, tr.c.name)
-                 .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id)
-                              .join(rp, rp.c.id == rpt.c.resource_provider_id)))
-        for stmt, params in _selecting(query, column, keys):
+        for stmt, params in _selecting(_statements("traits", whole_trees), keys):
             for pid, name in conn.execute(stmt, params).all():
                 found = traits.get(pid)
                 if found is not None:
