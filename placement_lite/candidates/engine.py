@@ -244,6 +244,11 @@ class Search:
                 and_(alone, func.count(inv.c.resource_class_id) == len(wanted),
                      *traits),
                 ~alone))
+            if traits:
+                # The traits part of that, again per provider: the database
+                # then skips the inventory rows of a lone provider lacking
+                # them (a third of the work on a flat cloud).
+                query = query.where(or_(~alone, and_(*traits)))
         return query, [rc for rc, _ in wanted]
 
     def _numbered_select(self, group: RequestGroup, where):
