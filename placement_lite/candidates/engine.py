@@ -42,6 +42,11 @@ IN_CHUNK = 500
 # sees the same few flavors again and again.
 STATEMENT_CACHE_SIZE = 256
 _STATEMENTS: dict = {}
+_SHARING_PROVIDERS = (
+    select(t.resource_provider_traits.c.resource_provider_id)
+    .select_from(t.resource_provider_traits.join(
+        t.traits, t.traits.c.id == t.resource_provider_traits.c.trait_id))
+    .where(t.traits.c.name == filters.SHARING_TRAIT))
 
 
 class Layout:
@@ -405,13 +410,7 @@ class Search:
         """Sharing providers able to serve some slot, and the trees
         (anchors) each of them serves: its own, and those of every provider
         sharing one of its aggregates."""
-        rpt = t.resource_provider_traits
-        share_id = self.conn.execute(select(t.traits.c.id).where(
-            t.traits.c.name == filters.SHARING_TRAIT)).scalar()
-        if share_id is None:
-            return
-        ids = list(self.conn.scalars(
-            select(rpt.c.resource_provider_id).where(rpt.c.trait_id == share_id)))
+        ids = list(self.conn.scalars(_SHARING_PROVIDERS))
         if not ids:
             return
         facts = self.shared
@@ -447,11 +446,8 @@ class Search:
 
     def _options(self, anchor: int, facts: Facts) -> Optional[list]:
         """Per slot, the providers that may serve it in anchor's tree."""
-        shared = self.shared
         sharers = self.sharing.get(anchor, ())
         g = self.unnumbered
-        root_agg_ok = facts.root_agg_ok
-        root_agg_bad = facts.root_agg_bad
         out = []
         for slot in self.slots:
             key = slot.suffix if slot.numbered else ("", next(iter(slot.resources)))

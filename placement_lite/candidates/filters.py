@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from sqlalchemy import (
-    Integer, and_, exists, false, func, literal, select, true)
+    Integer, and_, bindparam, exists, false, func, literal, select, true)
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -21,13 +21,24 @@ from placement_lite.ledger.errors import Invalid
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 
+def _name_lookup(name_col, id_col):
+    return select(name_col, id_col).where(
+        name_col.in_(bindparam("names", expanding=True)))
+
+
+# Built once: they run on every request, and building a select costs
+# about as much as running one of these.
+_TRAIT_IDS = _name_lookup(t.traits.c.name, t.traits.c.id)
+_CLASS_IDS = _name_lookup(t.resource_classes.c.name, t.resource_classes.c.id)
+_AGGREGATE_IDS = _name_lookup(t.placement_aggregates.c.uuid,
+                              t.placement_aggregates.c.id)
+
+
 def trait_ids(conn: Connection, names: Iterable[str]) -> dict:
     names = sorted(set(names))
     if not names:
         return {}
-    found = dict(conn.execute(
-        select(t.traits.c.name, t.traits.c.id).where(t.traits.c.name.in_(names))
-    ).all())
+    found = dict(conn.execute(_TRAIT_IDS, {"names": names}).all())
     missing = [n for n in names if n not in found]
     if missing:
         raise Invalid(f"No such trait(s): {', '.join(missing)}.")
@@ -39,9 +50,7 @@ def resource_class_ids(conn: Connection, names: Iterable[str],
     names = sorted(set(names))
     if not names:
         return {}
-    rc = t.resource_classes
-    found = dict(conn.execute(
-        select(rc.c.name, rc.c.id).where(rc.c.name.in_(names))).all())
+    found = dict(conn.execute(_CLASS_IDS, {"names": names}).all())
     missing = [n for n in names if n not in found]
     if missing:
         raise Invalid(f"Invalid resource class in {param} parameter: No such "
@@ -53,9 +62,7 @@ def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict:
     uuids = sorted(set(uuids))
     if not uuids:
         return {}
-    agg = t.placement_aggregates
-    return dict(conn.execute(
-        select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(uuids))).all())
+    return dict(conn.execute(_AGGREGATE_IDS, {"names": uuids}).all())
 
 
 def _ids(names: Iterable[str], mapping: Mapping[str, int]) -> list:
