@@ -22,6 +22,8 @@ aggregates count.
 """
 from __future__ import annotations
 
+import threading
+
 import random
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
@@ -42,6 +44,7 @@ IN_CHUNK = 500
 # sees the same few flavors again and again.
 STATEMENT_CACHE_SIZE = 256
 _STATEMENTS: dict = {}
+_STATEMENTS_LOCK = threading.Lock()
 _SHARING_PROVIDERS = (
     select(t.resource_provider_traits.c.resource_provider_id)
     .select_from(t.resource_provider_traits.join(
@@ -280,13 +283,12 @@ class Search:
         found = _STATEMENTS.get(key)
         if found is None:
             found = build()
-            _STATEMENTS[key] = found
-            while len(_STATEMENTS) > STATEMENT_CACHE_SIZE:
-                try:
+            # Writers take the lock so eviction never iterates a dict that
+            # another thread is changing; readers need none.
+            with _STATEMENTS_LOCK:
+                _STATEMENTS[key] = found
+                while len(_STATEMENTS) > STATEMENT_CACHE_SIZE:
                     del _STATEMENTS[next(iter(_STATEMENTS))]
-                except (KeyError, RuntimeError, StopIteration):
-                    # Another thread is evicting too.
-                    break
         return found
 
     def _shape(self) -> tuple:
