@@ -22,9 +22,8 @@ aggregates count.
 """
 from __future__ import annotations
 
-import threading
-
 import random
+import threading
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
