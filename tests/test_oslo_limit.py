@@ -15,6 +15,7 @@ import uuid
 import pytest
 import requests
 import waitress.server
+from waitress import wasyncore
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_limit import exception as limit_exc
@@ -50,8 +51,13 @@ def server(db, public_read):
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        srv.close()
+        # Closing the listener alone leaves keep-alive channels (oslo.limit's
+        # SDK session holds one) in the map, and the loop runs until they
+        # time out. Closing every channel from the loop's own thread, woken
+        # through the trigger, ends the loop at once.
+        srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
         thread.join(timeout=5)
+        srv.task_dispatcher.shutdown()
 
 
 @pytest.fixture
