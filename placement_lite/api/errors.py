@@ -3,10 +3,13 @@
 Every error response body is
   {"errors": [{"status": 409, "title": "Conflict", "detail": "...",
                "code": "placement.concurrent_update", "request_id": "req-..."}]}
-with `code` present from microversion 1.23, as in Placement.
+with `code` present from microversion 1.23, as in Placement; on the routes
+of our own APIs beside Placement's (unified limits, quota, leases), which
+that cut-off never applied to, always.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
@@ -61,13 +64,17 @@ def from_domain(exc: lerr.LedgerError) -> ApiError:
     return ApiError(falcon.HTTP_500, exc.detail, exc.code)
 
 
-def _code_allowed(req) -> bool:
+def _code_allowed(req, always: frozenset) -> bool:
+    # uri_template is set once routing found the route; errors raised
+    # before that (413, 406...) follow the microversion alone.
+    if getattr(req, "uri_template", None) in always:
+        return True
     version = getattr(req.context, "microversion", None)
     return version is None or tuple(version) >= CODE_MICROVERSION
 
 
 def serialize(req: falcon.Request, resp: falcon.Response,
-              exc: falcon.HTTPError) -> None:
+              exc: falcon.HTTPError, code_always: frozenset = frozenset()) -> None:
     status_code = int(exc.status_code)
     err = {
         "status": status_code,
@@ -75,7 +82,7 @@ def serialize(req: falcon.Request, resp: falcon.Response,
         "detail": exc.description or exc.title or "",
         "request_id": getattr(req.context, "request_id", None),
     }
-    if _code_allowed(req):
+    if _code_allowed(req, code_always):
         err["code"] = getattr(exc, "code", None) or DEFAULT_CODE
     err.update(getattr(exc, "extra", {}) or {})
     resp.content_type = falcon.MEDIA_JSON
@@ -96,7 +103,9 @@ def handle_unexpected(req, resp, exc, params):
                    "logged with this request id.")
 
 
-def install(app: falcon.App) -> None:
+def install(app: falcon.App, code_always: frozenset = frozenset()) -> None:
+    """`code_always`: route templates whose errors carry `code` at any
+    microversion."""
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(lerr.LedgerError, handle_domain_error)
-    app.set_error_serializer(serialize)
+    app.set_error_serializer(functools.partial(serialize, code_always=code_always))
