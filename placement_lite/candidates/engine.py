@@ -143,13 +143,10 @@ def _chunks(seq, size=IN_CHUNK):
 
 
 class Search:
-    def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups,
-                 max_candidates: int = 0, randomize: bool = False):
+    def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups):
         self.conn = conn
         self.req = req
         self.lk = lookups
-        self.max_candidates = max_candidates
-        self.randomize = randomize
         self.unnumbered: Optional[RequestGroup] = req.groups.get("")
         self.slots: list[Slot] = []
         if self.unnumbered is not None:
@@ -732,7 +729,7 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     lookups = resolve(conn, req)
     if lookups is None:
         return Result([], {}, {})
-    search = Search(conn, req, lookups, max_candidates, randomize)
+    search = Search(conn, req, lookups)
     bound = max_candidates if max_candidates and max_candidates > 0 else None
     if req.limit and not randomize:
         bound = min(bound, req.limit) if bound else req.limit

@@ -45,15 +45,14 @@ def trait_ids(conn: Connection, names: Iterable[str]) -> dict:
     return found
 
 
-def resource_class_ids(conn: Connection, names: Iterable[str],
-                       param: str = "resources") -> dict:
+def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict:
     names = sorted(set(names))
     if not names:
         return {}
     found = dict(conn.execute(_CLASS_IDS, {"names": names}).all())
     missing = [n for n in names if n not in found]
     if missing:
-        raise Invalid(f"Invalid resource class in {param} parameter: No such "
+        raise Invalid("Invalid resource class in resources parameter: No such "
                       f"resource class {', '.join(missing)}.")
     return found
 
