@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -84,31 +85,36 @@ class Settings:
         return [f.name for f in dataclasses.fields(cls)]
 
 
+# Field name -> declared type, resolved once (annotations are strings here).
+_TYPES = typing.get_type_hints(Settings)
+
+
+def _field_type(name: str) -> Any:
+    """The field's declared type, Optional[X] read as X."""
+    hint = _TYPES[name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+
+
 def _coerce(name: str, raw: Any) -> Any:
     """Turn a string from the environment or a file into the field's type."""
-    default = {f.name: f for f in dataclasses.fields(Settings)}[name]
-    sample = (default.default if default.default is not dataclasses.MISSING
-              else default.default_factory())
+    kind = _field_type(name)
     if raw is None or not isinstance(raw, str):
-        if isinstance(sample, tuple) and isinstance(raw, list):
+        if kind is tuple and isinstance(raw, list):
             return tuple(raw)
         return raw
-    if isinstance(sample, bool):
+    if kind is bool:
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
         if raw.lower() in ("0", "false", "no", "off", ""):
             return False
         raise ValueError(f"{name} must be true or false, not {raw!r}")
-    if isinstance(sample, int):
-        return int(raw)
-    if isinstance(sample, float):
-        return float(raw)
-    if isinstance(sample, tuple):
+    if kind in (int, float):
+        return kind(raw)
+    if kind is tuple:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
-    if isinstance(sample, Mapping):
+    if kind is Mapping:
         return yaml.safe_load(raw) or {}
-    if name == "lease_max_duration_hours":
-        return float(raw)
     return raw
 
 
@@ -135,6 +141,5 @@ def load_settings(cli: Optional[Mapping[str, Any]] = None,
             values[name] = _coerce(name, environ[key])
     for name, value in cli.items():
         if name in names:
-            values[name] = _coerce(name, value) if isinstance(value, str) else (
-                tuple(value) if isinstance(value, list) else value)
+            values[name] = _coerce(name, value)
     return Settings(**values)

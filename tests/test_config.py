@@ -73,6 +73,16 @@ def test_bad_values_are_refused():
         load_settings({}, environ={ENV_PREFIX + "WORKERS": "many"})
 
 
+def test_optional_settings_take_their_declared_type():
+    settings = load_settings({}, environ={
+        ENV_PREFIX + "LEASE_MAX_DURATION_HOURS": "1.5",
+        ENV_PREFIX + "QUOTA_REGION_ID": "r1"})
+    assert settings.lease_max_duration_hours == 1.5
+    assert settings.quota_region_id == "r1"
+    with pytest.raises(ValueError):
+        load_settings({}, environ={ENV_PREFIX + "LEASE_MAX_DURATION_HOURS": "long"})
+
+
 def test_cli_flags_parse_into_settings(monkeypatch):
     seen = {}
     monkeypatch.setattr("placement_lite.server.serve",
