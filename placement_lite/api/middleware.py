@@ -8,6 +8,8 @@ import uuid
 
 import falcon
 
+from placement_lite.api import errors
+
 LOG = logging.getLogger("placement_lite.request")
 
 
@@ -47,8 +49,7 @@ class AccessLogMiddleware:
     def process_response(self, req, resp, resource, req_succeeded) -> None:
         started = getattr(req.context, "started", None)
         ms = (time.perf_counter() - started) * 1000 if started else 0.0
-        status = int(resp.status_code) if hasattr(resp, "status_code") else int(
-            str(resp.status).split()[0])
+        status = resp.status_code
         version = str(getattr(req.context, "microversion", "") or "")
         route = self._route(req) if self.observers else ""
         for observer in self.observers:
@@ -74,7 +75,6 @@ class InputLimitsMiddleware:
         self.max_query_params = max_query_params
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        from placement_lite.api import errors
         req.context.max_body_bytes = self.max_body_bytes
         length = req.content_length
         if length is not None and length > self.max_body_bytes:
