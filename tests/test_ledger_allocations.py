@@ -132,6 +132,59 @@ def test_multi_consumer_write_is_all_or_nothing(db):
         assert consumers.get(conn, second) is not None
 
 
+def test_multi_consumer_lookups_do_not_grow_with_consumers(db):
+    with db.write() as conn:
+        rps = [factories.provider_with(conn, VCPU=100, MEMORY_MB=1000)
+               for _ in range(3)]
+    owners = [_uuid() for _ in range(12)]
+
+    def writes(shift):
+        return [ConsumerWrite(c, "p", "u", {rps[(i + shift) % 3]["uuid"]: {
+            "VCPU": 1, "MEMORY_MB": 10}}) for i, c in enumerate(owners)]
+
+    _write(db, *writes(0))
+    statements = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(" ".join(statement.split()))
+
+    event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        _write(db, *writes(1))
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count)
+
+    def reads_of(table):
+        return sum(1 for s in statements
+                   if s.startswith("SELECT") and f"FROM {table} " in s + " ")
+    # Names, uuids and stored consumers are looked up once for the whole
+    # write, not once per consumer.
+    assert reads_of("resource_classes") == 1
+    assert reads_of("consumers") == 1
+    assert reads_of("resource_providers") <= 2 + len(rps)
+    with db.read() as conn:
+        for i, c in enumerate(owners):
+            found, allocs, _ = allocations.for_consumer(conn, c)
+            assert found.generation == 2
+            assert list(allocs) == [rps[(i + 1) % 3]["uuid"]]
+
+
+def test_unknown_name_is_reported_for_the_consumer_using_it(db):
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=8)
+    good, bad, ghost = _uuid(), _uuid(), _uuid()
+    with pytest.raises(errors.Invalid,
+                       match=f"for consumer {bad}: No such resource class "
+                             "CUSTOM_NOPE"):
+        _write(db, ConsumerWrite(good, "p", "u", {rp["uuid"]: {"VCPU": 1}}),
+               ConsumerWrite(bad, "p", "u", {rp["uuid"]: {"CUSTOM_NOPE": 1}}))
+    with pytest.raises(errors.Invalid, match=f"'{ghost}' that does not exist"):
+        _write(db, ConsumerWrite(good, "p", "u", {rp["uuid"]: {"VCPU": 1}}),
+               ConsumerWrite(bad, "p", "u", {ghost: {"VCPU": 1}}))
+    with db.read() as conn:
+        assert consumers.get(conn, good) is None
+
+
 def test_empty_write_and_delete_remove_the_consumer(db):
     with db.write() as conn:
         rp = factories.provider_with(conn, VCPU=8)

@@ -100,6 +100,26 @@ def _current_providers(conn: Connection, consumer_ids: list[int]) -> set[int]:
                             .where(a.c.consumer_id.in_(consumer_ids))))
 
 
+def _classes_of(w: ConsumerWrite) -> set[str]:
+    return {c for resources in w.allocations.values() for c in resources}
+
+
+def _resolve(conn: Connection, writes: list[ConsumerWrite]
+             ) -> tuple[dict[str, int], dict[str, int]]:
+    """Class and provider ids for every write, one query each whatever
+    the number of consumers."""
+    try:
+        return (class_ids(conn, set().union(*map(_classes_of, writes))),
+                provider_ids(conn, {u for w in writes for u in w.allocations}))
+    except errors.Invalid:
+        # Rare: look again write by write, so the error names the first
+        # consumer at fault, as a caller of this API expects.
+        for w in writes:
+            class_ids(conn, _classes_of(w), w.consumer_uuid)
+            provider_ids(conn, w.allocations)
+        raise
+
+
 def replace(conn: Connection, writes: list[ConsumerWrite],
             claim_checks: Iterable[ClaimCheck] = ()) -> None:
     """Set the allocations of each consumer in `writes`, all or nothing."""
@@ -109,18 +129,14 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
             raise errors.Invalid(
                 f"consumer {w.consumer_uuid} appears more than once.")
         seen.add(w.consumer_uuid)
-    rcs: dict[str, int] = {}
-    rps: dict[str, int] = {}
-    for w in writes:
-        rcs.update(class_ids(conn, (c for res in w.allocations.values()
-                                    for c in res), w.consumer_uuid))
-        rps.update(provider_ids(conn, w.allocations))
+    rcs, rps = _resolve(conn, writes)
 
     projects: set[str] = set()
     written: list[tuple[ConsumerWrite, consumers.Consumer]] = []
     existing_ids: list[int] = []
+    stored = consumers.get_many(conn, seen)
     for w in sorted(writes, key=lambda w: w.consumer_uuid):
-        consumer = consumers.get(conn, w.consumer_uuid)
+        consumer = stored.get(w.consumer_uuid)
         if w.expected_generation is not UNCHECKED:
             consumers.check_generation(consumer, w.consumer_uuid,
                                        w.expected_generation)

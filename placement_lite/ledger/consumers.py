@@ -75,12 +75,23 @@ def _consumer_query():
                        t.consumer_types.c.id == c.c.consumer_type_id))
 
 
-def get(conn: Connection, uuid: str) -> Optional[Consumer]:
-    row = conn.execute(_consumer_query().where(t.consumers.c.uuid == uuid)).first()
-    if row is None:
-        return None
+def _consumer(row) -> Consumer:
     return Consumer(row.id, row.uuid, row.project, row.user, row.ctype,
                     row.generation)
+
+
+def get(conn: Connection, uuid: str) -> Optional[Consumer]:
+    row = conn.execute(_consumer_query().where(t.consumers.c.uuid == uuid)).first()
+    return None if row is None else _consumer(row)
+
+
+def get_many(conn: Connection, uuids: Iterable[str]) -> dict[str, Consumer]:
+    """uuid -> Consumer for those of `uuids` that exist, in one query."""
+    wanted = sorted(set(uuids))
+    if not wanted:
+        return {}
+    rows = conn.execute(_consumer_query().where(t.consumers.c.uuid.in_(wanted)))
+    return {row.uuid: _consumer(row) for row in rows}
 
 
 def check_generation(consumer: Optional[Consumer], uuid: str,
