@@ -114,23 +114,22 @@ class Model(abc.ABC):
             return []
         service_id, rkey = scope if scope else (None, "")
         all_ids = {pid for tg in targets for pid in tg.tree}
+        # A quota check reads the limits of its deltas' names; a claim check
+        # reads every limit in scope once, and takes its names from them.
+        only = set(deltas) if deltas is not None else None
+        defaults = (lim.registered_defaults(conn, service_id, rkey, only)
+                    if service_id else {})
+        explicit = (lim.explicit_limits(conn, service_id, rkey, all_ids, only)
+                    if service_id else {})
         if deltas is not None:
             names = set(deltas)
         else:
-            names = set()
-            if service_id is not None:
-                names |= set(lim.registered_defaults(conn, service_id, rkey))
-                names |= {n for (_o, n) in lim.explicit_limits(
-                    conn, service_id, rkey, all_ids)}
+            names = set(defaults) | {n for (_o, n) in explicit}
             if ctx.unregistered_is_zero:
                 names |= usage.names_in_use(conn, all_ids)
             names = {n for n in names if usage.source(n, ctx.aliases)}
         if not names:
             return []
-        defaults = (lim.registered_defaults(conn, service_id, rkey, names)
-                    if service_id else {})
-        explicit = (lim.explicit_limits(conn, service_id, rkey, all_ids, names)
-                    if service_id else {})
         used = usage.usage(conn, all_ids, names, ctx.aliases)
         before = (usage.usage(baseline, all_ids, names, ctx.aliases)
                   if deltas is None and baseline is not None else None)
