@@ -343,7 +343,8 @@ def test_reshape_moves_inventory_and_allocations_together(db):
     with pytest.raises(errors.CapacityExceeded):
         db.run_write(lambda conn: reshaper.reshape(conn, plan(1), [move]))
     # Without moving the VCPU allocation the parent's VCPU cannot go.
-    with pytest.raises(errors.InventoryInUse):
+    with pytest.raises(errors.InventoryInUse,
+                       match=f"'VCPU' on resource provider '{parent['uuid']}'"):
         db.run_write(lambda conn: reshaper.reshape(conn, plan(8), []))
     with db.read() as conn:
         assert usages.for_provider(conn, parent["uuid"])[1] == {"VCPU": 2, "MEMORY_MB": 1536}

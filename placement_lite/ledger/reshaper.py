@@ -15,13 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from placement_lite.db import tables as t
 from placement_lite.ledger import allocations, capacity, errors
 from placement_lite.ledger import inventories as inv_mod
-from placement_lite.ledger import providers
+from placement_lite.ledger import providers, resource_classes
 from placement_lite.ledger.allocations import ClaimCheck, ConsumerWrite
 
 
@@ -71,14 +69,12 @@ def _check_fits(conn: Connection, reshaped: list[providers.Provider]) -> None:
     by_id = {p.id: p for p in reshaped}
     invs = capacity.inventories(conn, by_id)
     used = capacity.usage(conn, by_id)
-    names = None
     for (rp_id, rc_id), amount in sorted(used.items()):
         inv = invs.get((rp_id, rc_id))
         if inv is not None and amount <= capacity.capacity_of(inv):
             continue
-        if names is None:
-            names = {v: k for k, v in _class_names(conn).items()}
-        where = (f"'{names[rc_id]}' on resource provider "
+        name = resource_classes.names_for(conn, [rc_id])[rc_id]
+        where = (f"'{name}' on resource provider "
                  f"'{by_id[rp_id].uuid}'")
         if inv is None:
             raise errors.InventoryInUse(
@@ -88,9 +84,3 @@ def _check_fits(conn: Connection, reshaped: list[providers.Provider]) -> None:
         raise errors.InventoryInUse(
             f"Inventory for {where} in use: {amount} allocated, but the "
             f"reshaped capacity is {capacity.display(capacity.capacity_of(inv))}.")
-
-
-
-def _class_names(conn: Connection) -> dict[str, int]:
-    return dict(conn.execute(select(t.resource_classes.c.name,
-                                    t.resource_classes.c.id)).all())
