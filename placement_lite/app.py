@@ -7,7 +7,7 @@ from typing import Optional
 import falcon
 
 from placement_lite.api import cors, errors
-from placement_lite.api.auth import AuthMiddleware, is_public
+from placement_lite.api.auth import AuthMiddleware
 from placement_lite.api.metrics import Metrics
 from placement_lite.api.microversion import MicroversionMiddleware
 from placement_lite.api.middleware import (
@@ -91,13 +91,11 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         from placement_lite.api import metrics as metrics_api
         table += metrics_api.ROUTES
     errors.install(app, code_always=frozenset(own))
-    public = set()
+    routed = []
     for template, resource_class in table:
         resource = resource_class(services)
-        if is_public(resource, "GET") or is_public(resource, "POST"):
-            public.add(template)
         app.add_route(template, resource)
+        routed.append((template, resource))
     # The OpenAPI document is built from exactly what is routed here.
-    services.extras["route_table"] = table
-    services.extras["public_paths"] = frozenset(public)
+    services.extras["route_table"] = routed
     return app

@@ -77,6 +77,11 @@ def test_public_operations_need_no_token(db):
     assert doc["paths"]["/healthcheck"]["get"]["security"] == []
     assert doc["paths"]["/openapi.json"]["get"]["security"] == []
     assert "security" not in doc["paths"]["/resource_providers"]["get"]
+    # Per operation, not per path: public reads leave the writes guarded.
+    doc = _document(db, quota_limits_public_read=True)
+    assert doc["paths"]["/v3/registered_limits"]["get"]["security"] == []
+    assert "security" not in doc["paths"]["/v3/registered_limits"]["post"]
+    assert "security" not in _document(db)["paths"]["/v3/registered_limits"]["get"]
 
 
 def test_every_overlay_entry_names_a_served_route():

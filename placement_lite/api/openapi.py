@@ -23,7 +23,7 @@ import falcon
 import yaml
 
 from placement_lite.api.microversion import MAX_VERSION, VersionedTable
-from placement_lite.api.auth import READS
+from placement_lite.api.auth import READS, is_public
 
 OVERLAY = Path(__file__).with_name("openapi.yaml")
 _PARAM_RE = re.compile(r"{([^}:]+)(?::[^}]*)?}")
@@ -72,10 +72,12 @@ def _responders(resource) -> Iterable[str]:
 
 def _summary(resource) -> str:
     doc = (resource.__doc__ or "").strip().splitlines()
-    return doc[0].rstrip(".") if doc else resource.__name__
+    return doc[0].rstrip(".") if doc else type(resource).__name__
 
 
-def build(route_table, public_paths: frozenset | set = frozenset()) -> dict:
+def build(route_table) -> dict:
+    """The document for (template, resource instance) pairs, as routed:
+    an operation its resource serves without a token has no security."""
     overlay = _load_overlay()
     doc = {
         "openapi": "3.1.0",
@@ -118,7 +120,7 @@ def build(route_table, public_paths: frozenset | set = frozenset()) -> dict:
             if not any(str(code).startswith("2") for code in responses):
                 responses["2XX"] = {"description": "Success."}
             responses.setdefault("default", {"$ref": "#/components/responses/Error"})
-            if template in public_paths:
+            if is_public(resource, verb):
                 op["security"] = []
             path_item[verb.lower()] = op
     return doc
@@ -140,8 +142,7 @@ class OpenAPIDocument:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._lock:
             if self._text is None:
-                self._text = json.dumps(build(self.extras["route_table"],
-                                              self.extras["public_paths"]))
+                self._text = json.dumps(build(self.extras["route_table"]))
         resp.content_type = falcon.MEDIA_JSON
         resp.text = self._text
 
