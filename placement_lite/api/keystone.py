@@ -31,7 +31,6 @@ def _options(settings) -> dict[str, Any]:
     options: dict[str, Any] = {"oslo_config_config": conf}
     options.update({str(k): str(v) for k, v in
                     dict(settings.keystone_authtoken or {}).items()})
-    options["delay_auth_decision"] = "true"
     return options
 
 
@@ -71,14 +70,13 @@ def wrap(app, settings, options: Mapping[str, Any] | None = None):
     """The WSGI app wrapped in auth_token, configured from `settings`."""
     conf = dict(options) if options is not None else _options(settings)
     conf["delay_auth_decision"] = "true"
-    oslo = conf.get("oslo_config_config")
     from keystonemiddleware import auth_token
 
     challenge = _Challenge(app, None)
     protocol = auth_token.AuthProtocol(challenge, dict(conf))
     # auth_token has registered its options on `oslo` by now, so the
     # public identity endpoint can be read for the challenge header.
-    uri = _public_uri({**conf, "oslo_config_config": oslo})
+    uri = _public_uri(conf)
     challenge.header = f'Keystone uri="{uri}"' if uri else None
     return KeystoneApp(protocol)
 
