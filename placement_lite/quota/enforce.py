@@ -54,15 +54,20 @@ class Enforcer:
         self.db = db
 
     def check_deltas(self, conn: Connection, project_id: str,
-                     deltas: Mapping[str, float], lock: bool = False) -> None:
+                     deltas: Mapping[str, float]) -> None:
         """Would adding `deltas` to the project's usage stay within limits?"""
         usage.require_sources(deltas, self.ctx.aliases)
         targets = self.model.targets(conn, [project_id])
-        if lock:
-            projects.lock_trees(conn, [tg.root_id for tg in targets
-                                       if tg.root_id is not None])
-            targets = self.model.targets(conn, [project_id])
         refuse(self.model.over_limits(conn, self.ctx, targets, dict(deltas)))
+
+    def locked_targets(self, conn: Connection,
+                       project_ids: Iterable[str]) -> list[models.Target]:
+        """The targets, read again once their trees are locked, for a
+        decision that writes: the tree cannot change under it."""
+        targets = self.model.targets(conn, project_ids)
+        projects.lock_trees(conn, [tg.root_id for tg in targets
+                                   if tg.root_id is not None])
+        return self.model.targets(conn, project_ids)
 
     def claim_check(self, conn: Connection, project_ids: Iterable[str]) -> None:
         """services.claim_checks entry: usage as written must be in limits."""

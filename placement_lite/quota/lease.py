@@ -311,12 +311,8 @@ class Budget(LeaseFilter):
         """Check the positive deltas against the limits, then record all."""
         if not deltas:
             return
-        project = projects.find(conn, req.project_id)
-        if project is None:
-            consumers.ensure_project(conn, req.project_id)
-        targets = self.enforcer.model.targets(conn, [req.project_id])
-        projects.lock_trees(conn, [tg.root_id for tg in targets])
-        targets = self.enforcer.model.targets(conn, [req.project_id])
+        consumers.ensure_project(conn, req.project_id)
+        targets = self.enforcer.locked_targets(conn, [req.project_id])
         wanted = {budget_name(rt): hours for rt, hours in deltas.items()
                   if hours > 0}
         if wanted:
