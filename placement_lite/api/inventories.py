@@ -40,8 +40,9 @@ def _method_not_allowed(req, allowed):
         f"{DELETE_ALL_SINCE} or later.")
 
 
-# Writes that carry the client's generation run once: a stale generation
-# stays stale, so retrying it in a new transaction cannot help.
+# run_write retries lost races (deadlocks, RaceLost) in a new transaction;
+# a stale client generation is a ConcurrentUpdate, never retried, since it
+# would stay stale.
 class Inventories:
     policies = {"GET": "placement:resource_providers:inventories:list",
                 "POST": "placement:resource_providers:inventories:create",
