@@ -169,6 +169,7 @@ def test_chunked_body_over_the_limit_is_413_under_waitress(db):
         resp = conn.getresponse()
         body = json.loads(resp.read())
         assert resp.status == 413 and body["errors"][0]["status"] == 413
+        assert "the limit is 1024" in body["errors"][0]["detail"]
         conn.close()
     finally:
         server.close()

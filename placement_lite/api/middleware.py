@@ -75,7 +75,6 @@ class InputLimitsMiddleware:
         self.max_query_params = max_query_params
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        req.context.max_body_bytes = self.max_body_bytes
         length = req.content_length
         if length is not None and length > self.max_body_bytes:
             raise errors.ApiError(
