@@ -11,11 +11,11 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors, resource_classes
+from placement_lite.ledger import capacity, errors, resource_classes
 from placement_lite.ledger.providers import Provider, bump_generation, utcnow
 
 _inv = t.inventories
@@ -118,15 +118,6 @@ def get_inventory(conn: Connection, provider: Provider,
     return found
 
 
-def _usage(conn: Connection, provider: Provider) -> dict[int, int]:
-    a = t.allocations
-    rows = conn.execute(
-        select(a.c.resource_class_id, func.sum(a.c.used))
-        .where(a.c.resource_provider_id == provider.id)
-        .group_by(a.c.resource_class_id))
-    return {rc_id: int(used) for rc_id, used in rows}
-
-
 def _check_usage(conn: Connection, provider: Provider,
                  planned: Mapping[int, Optional[Inventory]],
                  class_names: Mapping[int, str]) -> None:
@@ -134,7 +125,8 @@ def _check_usage(conn: Connection, provider: Provider,
 
     `planned` maps class id -> the inventory it will have (None: removed).
     """
-    used = _usage(conn, provider)
+    used = {rc: n for (_rp, rc), n in
+            capacity.usage(conn, [provider.id]).items()}
     for rc_id in sorted(planned):
         inv = planned[rc_id]
         amount = used.get(rc_id, 0)
@@ -150,14 +142,10 @@ def _check_usage(conn: Connection, provider: Provider,
             raise errors.InventoryInUse(
                 f"Inventory for '{name}' on resource provider "
                 f"'{provider.uuid}' in use: {amount} allocated, but the new "
-                f"capacity would be {_num(inv.capacity)} ((total {inv.total} "
-                f"- reserved {inv.reserved}) * allocation_ratio "
+                f"capacity would be {capacity.display(inv.capacity)} "
+                f"((total {inv.total} - reserved {inv.reserved}) * allocation_ratio "
                 f"{inv.allocation_ratio}); free allocations first or keep "
                 "the capacity.")
-
-
-def _num(value: float):
-    return int(value) if float(value).is_integer() else value
 
 
 def _current_ids(conn: Connection, provider: Provider) -> dict[int, int]:
