@@ -136,7 +136,7 @@ class Facts:
         return {rp for rps in self.rows.get(key, {}).values() for rp in rps}
 
 
-def _chunks(seq, size=IN_CHUNK):
+def chunks(seq, size=IN_CHUNK):
     seq = list(seq)
     for i in range(0, len(seq), size):
         yield seq[i:i + size]
@@ -226,7 +226,7 @@ class Search:
             else:
                 cols.append(case((ok[0], 1), else_=0))
         if g.forbidden_aggs:
-            bad_ids = [lk.agg_ids[u] for u in g.forbidden_aggs if u in lk.agg_ids]
+            bad_ids = filters.known_ids(g.forbidden_aggs, lk.agg_ids)
             bad = filters.in_any_aggregate(RP.c.id, bad_ids)
             if in_trees:
                 conds.append(~bad)
@@ -377,9 +377,8 @@ class Search:
             cols.append(case((and_(*filters.aggregate_clauses(
                 RP.c.id, g.member_of, (), lk.agg_ids)), 1), else_=0))
         if g is not None and g.forbidden_aggs:
-            cols.append(case((filters.in_any_aggregate(RP.c.id, [
-                lk.agg_ids[u] for u in g.forbidden_aggs if u in lk.agg_ids]),
-                1), else_=0))
+            cols.append(case((filters.in_any_aggregate(
+                RP.c.id, filters.known_ids(g.forbidden_aggs, lk.agg_ids)), 1), else_=0))
         for row in self.conn.execute(select(*cols).where(*conds)):
             rp = row[0]
             facts.root_ok.add(rp)
@@ -399,7 +398,7 @@ class Search:
                        if p is not None and p not in facts.parent and p not in known}
             if not missing:
                 return
-            for part in _chunks(sorted(missing)):
+            for part in chunks(sorted(missing)):
                 for rp, parent in self.conn.execute(select(
                         RP.c.id, RP.c.parent_provider_id).where(RP.c.id.in_(part))):
                     facts.parent[rp] = parent
@@ -412,7 +411,7 @@ class Search:
         if not ids:
             return
         facts = self.shared
-        for part in _chunks(ids):
+        for part in chunks(ids):
             self._read_rows(RP.c.id.in_(part), facts, in_trees=False)
         self.uuids.update(facts.uuid)
         self.roots.update(facts.root)
@@ -423,12 +422,12 @@ class Search:
         if not eligible:
             self.shared_by_key = {}
             return
-        for part in _chunks(sorted(eligible)):
+        for part in chunks(sorted(eligible)):
             self._read_inventory(RP.c.id.in_(part), facts)
         rpa = t.resource_provider_aggregates
         other = rpa.alias("other")
         member = RP.alias("member")
-        for part in _chunks(sorted(eligible)):
+        for part in chunks(sorted(eligible)):
             query = (select(rpa.c.resource_provider_id, member.c.root_provider_id)
                      .select_from(rpa.join(other, other.c.aggregate_id == rpa.c.aggregate_id)
                                   .join(member, member.c.id == other.c.resource_provider_id))
@@ -468,26 +467,22 @@ class Search:
         and neither is in a forbidden one. (For providers of the tree
         itself the SQL has applied the rule already.)"""
         g = self.unnumbered
+        # A sharing provider's own aggregate flags were read with it (into
+        # self.shared); the anchor root's with the slice.
+        agg_ok = self.shared.agg_ok
+        agg_bad = self.shared.agg_bad
         root_agg_ok = facts.root_agg_ok
         root_agg_bad = facts.root_agg_bad
         kept = []
         for rp in sharers:
             if g.member_of and not (
-                    self._fact(facts, "agg_ok", rp)
-                    or root_agg_ok.get(anchor, False)):
+                    agg_ok.get(rp) or root_agg_ok.get(anchor, False)):
                 continue
             if g.forbidden_aggs and (
-                    self._fact(facts, "agg_bad", rp)
-                    or root_agg_bad.get(anchor, False)):
+                    agg_bad.get(rp) or root_agg_bad.get(anchor, False)):
                 continue
             kept.append(rp)
         return kept
-
-    def _fact(self, facts: Facts, name: str, rp: int):
-        value = getattr(facts, name).get(rp)
-        if value is None:
-            value = getattr(self.shared, name).get(rp)
-        return value
 
     def _inventory(self, facts: Facts, key):
         return facts.inventory.get(key) or self.shared.inventory.get(key)

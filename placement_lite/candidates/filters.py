@@ -64,7 +64,9 @@ def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict:
     return dict(conn.execute(_AGGREGATE_IDS, {"names": uuids}).all())
 
 
-def _ids(names: Iterable[str], mapping: Mapping[str, int]) -> list:
+def known_ids(names: Iterable[str], mapping: Mapping[str, int]) -> list:
+    """The ids of the names `mapping` knows, sorted (unknown aggregates
+    match nothing, so they drop out)."""
     return sorted({mapping[n] for n in names if n in mapping})
 
 
@@ -82,8 +84,8 @@ def has_any_trait(rp_id, ids: Iterable[int]):
 def trait_clauses(rp_id, required: Iterable[Iterable[str]],
                   forbidden: Iterable[str], ids: Mapping[str, int]) -> list:
     """The provider has one trait of every any-of set and none forbidden."""
-    clauses = [has_any_trait(rp_id, _ids(any_of, ids)) for any_of in required]
-    bad = _ids(forbidden, ids)
+    clauses = [has_any_trait(rp_id, known_ids(any_of, ids)) for any_of in required]
+    bad = known_ids(forbidden, ids)
     if bad:
         clauses.append(~has_any_trait(rp_id, bad))
     return clauses
@@ -104,8 +106,8 @@ def aggregate_clauses(rp_id, member_of: Iterable[Iterable[str]],
                       forbidden: Iterable[str], ids: Mapping[str, int]) -> list:
     """The provider itself is in one aggregate of every any-of set and in
     none of the forbidden ones."""
-    clauses = [in_any_aggregate(rp_id, _ids(any_of, ids)) for any_of in member_of]
-    bad = _ids(forbidden, ids)
+    clauses = [in_any_aggregate(rp_id, known_ids(any_of, ids)) for any_of in member_of]
+    bad = known_ids(forbidden, ids)
     if bad:
         clauses.append(~in_any_aggregate(rp_id, bad))
     return clauses

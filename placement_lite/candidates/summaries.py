@@ -14,7 +14,7 @@ from typing import Iterable, NamedTuple, Optional
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates.engine import IN_CHUNK, Result
+from placement_lite.candidates.engine import Result, chunks
 from placement_lite.candidates.filters import used_subquery
 from placement_lite.db import tables as t
 
@@ -25,12 +25,6 @@ class Summary(NamedTuple):
     traits: Optional[list]  # sorted names; None when not wanted
     parent_uuid: Optional[str]
     root_uuid: Optional[str]  # None when the tree is not wanted
-
-
-def _parts(ids: Iterable[int]):
-    ids = sorted(set(ids))
-    for i in range(0, len(ids), IN_CHUNK):
-        yield ids[i:i + IN_CHUNK]
 
 
 @lru_cache(maxsize=64)
@@ -70,7 +64,7 @@ def _selecting(statements, ids: Iterable[int]):
     are dense (cheaper than a long IN list; the caller drops the extras),
     an IN list where they are sparse."""
     ranged, listed = statements
-    for part in _parts(ids):
+    for part in chunks(sorted(set(ids))):
         lo, hi = part[0], part[-1]
         if hi - lo < 2 * len(part):
             yield ranged, {"lo": lo, "hi": hi}
