@@ -8,7 +8,6 @@ same transaction, after the change, against what is then stored.
 from __future__ import annotations
 
 import uuid as uuidlib
-from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from sqlalchemy import and_, delete, exists, func, insert, select, update
@@ -22,7 +21,6 @@ from placement_lite.quota import catalog, projects
 RL = t.registered_limits
 PL = t.project_limits
 UNLIMITED = -1
-MAX_LIMIT = 2147483647
 
 
 class DuplicateLimit(errors.Conflict):
@@ -43,13 +41,6 @@ class LimitNotFound(errors.NotFound):
 
 class InvalidLimit(errors.Invalid):
     code = "placement.quota.invalid_limit"
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Which service and region a set of limits belongs to."""
-    service_ids: tuple
-    region_key: str
 
 
 def region_key(region_id: Optional[str]) -> str:
