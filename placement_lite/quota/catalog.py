@@ -15,8 +15,6 @@ from sqlalchemy.exc import IntegrityError
 from placement_lite.db import tables as t
 from placement_lite.ledger import errors
 
-INTERFACES = ("public", "internal", "admin")
-
 
 class CatalogNotFound(errors.NotFound):
     code = "placement.quota.catalog_not_found"
@@ -33,21 +31,27 @@ def _one(conn, table, ident, what):
     return dict(row)
 
 
+def _insert(conn, table, what, values: dict) -> dict:
+    # A savepoint: a taken id is a 409 that leaves the transaction usable.
+    try:
+        with conn.begin_nested():
+            conn.execute(insert(table).values(**values))
+    except IntegrityError:
+        article = "An" if what[0] in "aeiou" else "A"
+        raise errors.DuplicateName(
+            f"{article} {what} with id {values['id']} already exists.")
+    return _one(conn, table, values["id"], what)
+
+
 # Services -----------------------------------------------------------------
 
 def create_service(conn: Connection, *, type: str, name: Optional[str] = None,
                    description: Optional[str] = None, enabled: bool = True,
                    id: Optional[str] = None) -> dict:
     ident = id or uuidlib.uuid4().hex
-    try:
-        with conn.begin_nested():
-            conn.execute(insert(t.quota_services).values(
-                id=ident, type=type, name=name, description=description,
-                enabled=enabled))
-    except IntegrityError:
-        raise errors.Conflict(f"A service with id {ident} already exists.",
-                              code="placement.duplicate_name")
-    return get_service(conn, ident)
+    return _insert(conn, t.quota_services, "service", dict(
+        id=ident, type=type, name=name, description=description,
+        enabled=enabled))
 
 
 def get_service(conn: Connection, ident: str) -> dict:
@@ -82,15 +86,8 @@ def create_region(conn: Connection, *, id: Optional[str] = None,
     ident = id or uuidlib.uuid4().hex
     if parent_region_id is not None:
         get_region(conn, parent_region_id)
-    try:
-        with conn.begin_nested():
-            conn.execute(insert(t.quota_regions).values(
-                id=ident, description=description,
-                parent_region_id=parent_region_id))
-    except IntegrityError:
-        raise errors.Conflict(f"A region with id {ident} already exists.",
-                              code="placement.duplicate_name")
-    return get_region(conn, ident)
+    return _insert(conn, t.quota_regions, "region", dict(
+        id=ident, description=description, parent_region_id=parent_region_id))
 
 
 def get_region(conn: Connection, ident: str) -> dict:
@@ -123,15 +120,9 @@ def create_endpoint(conn: Connection, *, service_id: str, interface: str,
     if region_id is not None:
         get_region(conn, region_id)
     ident = id or uuidlib.uuid4().hex
-    try:
-        with conn.begin_nested():
-            conn.execute(insert(t.quota_endpoints).values(
-                id=ident, service_id=service_id, region_id=region_id,
-                interface=interface, url=url, enabled=enabled))
-    except IntegrityError:
-        raise errors.Conflict(f"An endpoint with id {ident} already exists.",
-                              code="placement.duplicate_name")
-    return get_endpoint(conn, ident)
+    return _insert(conn, t.quota_endpoints, "endpoint", dict(
+        id=ident, service_id=service_id, region_id=region_id,
+        interface=interface, url=url, enabled=enabled))
 
 
 def get_endpoint(conn: Connection, ident: str) -> dict:
