@@ -41,10 +41,6 @@ class ProjectInUse(errors.Conflict):
     code = "placement.quota.project_in_use"
 
 
-class DuplicateProject(errors.Conflict):
-    code = "placement.duplicate_name"
-
-
 @dataclass
 class Project:
     id: int
@@ -203,7 +199,7 @@ def create(conn: Connection, *, external_id: Optional[str], name: str,
     existing = find(conn, external_id)
     if existing is not None:
         if existing.registered or children(conn, existing.id):
-            raise DuplicateProject(
+            raise errors.DuplicateName(
                 f"A project with id {external_id} already exists.")
         conn.execute(update(P).where(P.c.id == existing.id).values(**values))
     else:
@@ -211,7 +207,7 @@ def create(conn: Connection, *, external_id: Optional[str], name: str,
             with conn.begin_nested():
                 conn.execute(insert(P).values(external_id=external_id, **values))
         except IntegrityError:
-            raise DuplicateProject(
+            raise errors.DuplicateName(
                 f"A project with id {external_id} already exists.")
     return get(conn, external_id)
 
