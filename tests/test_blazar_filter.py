@@ -20,6 +20,7 @@ import threading
 import pytest
 import requests
 import waitress.server
+from waitress import wasyncore
 
 from placement_lite.app import create_app
 from placement_lite.config import Settings
@@ -44,6 +45,15 @@ def serve(db, **overrides):
     return srv, thread, f"http://127.0.0.1:{srv.effective_port}"
 
 
+def stop(srv, thread):
+    # Closing every channel from the loop's own thread, woken through the
+    # trigger, ends the loop at once; srv.close() alone leaves it to notice
+    # on its next poll timeout, and keep-alive channels keep it running.
+    srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
+    thread.join(timeout=5)
+    srv.task_dispatcher.shutdown()
+
+
 @pytest.fixture
 def service(db):
     srv, thread, base = serve(
@@ -52,8 +62,7 @@ def service(db):
     try:
         yield base
     finally:
-        srv.close()
-        thread.join(timeout=5)
+        stop(srv, thread)
 
 
 def setup_budget(base, project, hours):
@@ -288,8 +297,7 @@ def test_blazars_own_external_service_filter(db):
         assert run.returncode == 0, run.stderr
         outcomes = json.loads(run.stdout.strip().splitlines()[-1])
     finally:
-        srv.close()
-        thread.join(timeout=5)
+        stop(srv, thread)
     assert outcomes[0].startswith(
         "denied: Your lease exceeds the maximum length of 24 hours.")
     assert outcomes[1] == "allowed"            # 10 of 14 host-hours
