@@ -181,7 +181,7 @@ def test_strict_limit_validation(tree):
     with pytest.raises(limits.InvalidLimit, match="above its parent"):
         tree.limit("B", VCPU, 21)
     # -1 is unlimited, so it is above any finite parent limit.
-    with pytest.raises(limits.InvalidLimit):
+    with pytest.raises(limits.InvalidLimit, match="above its parent"):
         tree.limit("B", VCPU, -1)
     b = tree.limit("B", VCPU, 15)
     # A cannot drop below an explicit child limit...
@@ -212,7 +212,8 @@ def test_strict_domain_limit_caps_its_top_level_projects(db):
     w.limit("dom", VCPU, 30, domain=True)
     w.limit("top", VCPU, 30)
     w.project("top2", domain="dom")
-    with pytest.raises(limits.InvalidLimit):
+    with pytest.raises(limits.InvalidLimit,
+                       match="above its parent domain dom's limit of 30"):
         w.limit("top2", VCPU, 31)
 
 
@@ -246,8 +247,11 @@ def test_flat_project_limit_then_default(db):
     first = w.consumers["P"][0]
     w.resize(first, "P", 3)
     w.resize(first, "P", 3)
-    with pytest.raises(errors.OverLimit):
+    with pytest.raises(errors.OverLimit) as info:
         w.resize(first, "P", 4)
+    # Only the growth is the claim's: 5 in use before it, 1 more asked.
+    assert [(o["limit"], o["current_usage"], o["delta"])
+            for o in info.value.over] == [(0, 5, 1)]
     # A project nobody registered gets the default.
     w.claim("stranger", 4)
     w.refused("stranger", 1)
@@ -283,8 +287,10 @@ def test_flat_counts_consumers_by_type(db):
     w.register("consumers:INSTANCE", 2)
     w.claim("P", 1, consumer_type="INSTANCE")
     w.claim("P", 1, consumer_type="INSTANCE")
-    with pytest.raises(errors.OverLimit):
+    with pytest.raises(errors.OverLimit) as info:
         w.claim("P", 1, consumer_type="INSTANCE")
+    assert [(o["resource_name"], o["limit"], o["current_usage"], o["delta"])
+            for o in info.value.over] == [("consumers:INSTANCE", 2, 2, 1)]
     # Other types are not counted.
     w.claim("P", 1, consumer_type="MIGRATION")
 
