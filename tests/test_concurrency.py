@@ -331,6 +331,27 @@ def test_a_writer_that_keeps_losing_gets_a_409(db, monkeypatch, failure):
     assert resp.json["errors"][0]["code"] == "placement.concurrent_update"
 
 
+def test_any_write_that_keeps_losing_to_a_busy_database_gets_a_409(db, monkeypatch):
+    """Not only allocations: every route that writes maps exhausted
+    deadlock/busy retries to a retryable 409, never a 500."""
+    import falcon.testing
+
+    from placement_lite.app import create_app
+    from placement_lite.config import Settings
+
+    def always_busy(fn, retries=None):
+        raise OperationalError("INSERT INTO traits", {},
+                               Exception("database is locked"))
+
+    monkeypatch.setattr(db, "run_write", always_busy)
+    client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    resp = client.simulate_put(
+        "/traits/CUSTOM_BUSY",
+        headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.23"})
+    assert resp.status_code == 409, resp.text
+    assert resp.json["errors"][0]["code"] == "placement.concurrent_update"
+
+
 def _crash_mid_write(url: str, rp_uuid: str, consumer: str) -> None:
     import os
 

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import re
 import uuid as uuidlib
-from typing import Any, Callable, Mapping
-
-from sqlalchemy.exc import DBAPIError
+from typing import Any, Mapping
 
 from placement_lite.api import errors, render, request
 from placement_lite.api.microversion import at_least, fields_at, versioned
 from placement_lite.api.schemas import allocations as schema
-from placement_lite.db.engine import is_retryable_db_error
 from placement_lite.ledger import allocations
 from placement_lite.ledger.allocations import UNCHECKED, ConsumerWrite
 from placement_lite.ledger.consumers import UNKNOWN_TYPE
@@ -56,26 +53,8 @@ def consumer_write(req, consumer_uuid: str, data: Mapping[str, Any]) -> Consumer
                              if at_least(req, "1.28") else UNCHECKED))
 
 
-def run(services, fn: Callable) -> None:
-    """Run fn(conn) in a write transaction, retried in fresh transactions.
-
-    A writer that still loses to others after every retry (deadlocks or
-    busy locks included, not only moved generations) is told so as a 409
-    it may retry, never as a server error.
-    """
-    try:
-        services.db.run_write(fn)
-    except DBAPIError as exc:
-        if not is_retryable_db_error(exc):
-            raise
-        raise errors.conflict(
-            "Inventory and/or allocations changed while attempting to "
-            "allocate: other writers kept the providers busy; try again.",
-            code="placement.concurrent_update")
-
-
 def write(services, writes: list[ConsumerWrite]) -> None:
-    run(services, lambda conn: allocations.replace(
+    services.db.run_write(lambda conn: allocations.replace(
         conn, writes, services.claim_checks))
 
 
@@ -115,7 +94,7 @@ class ConsumerAllocations:
         render.no_content(resp)
 
     def on_delete(self, req, resp, consumer_uuid):
-        run(self.services,
+        self.services.db.run_write(
             lambda conn: allocations.delete_for_consumer(conn, consumer_uuid))
         render.no_content(resp)
 

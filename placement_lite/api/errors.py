@@ -14,7 +14,9 @@ import json
 import logging
 
 import falcon
+from sqlalchemy.exc import DBAPIError
 
+from placement_lite.db.engine import is_retryable_db_error
 from placement_lite.ledger import errors as lerr
 
 LOG = logging.getLogger(__name__)
@@ -103,9 +105,20 @@ def handle_unexpected(req, resp, exc, params):
                    "logged with this request id.")
 
 
+def handle_db_error(req, resp, exc, params):
+    """A write that lost to other writers through every retry (deadlock,
+    lock wait, busy database) is a 409 the client may retry, whichever
+    route it came through; any other database error is unexpected."""
+    if is_retryable_db_error(exc):
+        raise conflict("Other requests kept the same rows busy through every "
+                       "retry; try again.", code="placement.concurrent_update")
+    handle_unexpected(req, resp, exc, params)
+
+
 def install(app: falcon.App, code_always: frozenset = frozenset()) -> None:
     """`code_always`: route templates whose errors carry `code` at any
     microversion."""
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(lerr.LedgerError, handle_domain_error)
+    app.add_error_handler(DBAPIError, handle_db_error)
     app.set_error_serializer(functools.partial(serialize, code_always=code_always))

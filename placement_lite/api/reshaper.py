@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from placement_lite.api import render, request
-from placement_lite.api.allocations import consumer_write, run
+from placement_lite.api.allocations import consumer_write
 from placement_lite.api.microversion import versioned
 from placement_lite.api.schemas import reshaper as schema
 from placement_lite.ledger import inventories, reshaper
@@ -25,7 +25,7 @@ class Reshaper:
             for uuid, entry in data["inventories"].items()}
         writes = [consumer_write(req, consumer_uuid, entry)
                   for consumer_uuid, entry in data["allocations"].items()]
-        run(self.services, lambda conn: reshaper.reshape(
+        self.services.db.run_write(lambda conn: reshaper.reshape(
             conn, wanted, writes, self.services.claim_checks))
         render.no_content(resp)
 
