@@ -12,56 +12,39 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from sqlalchemy import (
-    Integer, and_, bindparam, exists, false, func, literal, select, true)
+    Integer, and_, exists, false, func, literal, select, true)
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
-from placement_lite.ledger.errors import Invalid
+from placement_lite.ledger import lookup, resource_classes
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 
-def _name_lookup(name_col, id_col):
-    return select(name_col, id_col).where(
-        name_col.in_(bindparam("names", expanding=True)))
-
-
-# Built once: they run on every request, and building a select costs
-# about as much as running one of these.
-_TRAIT_IDS = _name_lookup(t.traits.c.name, t.traits.c.id)
-_CLASS_IDS = _name_lookup(t.resource_classes.c.name, t.resource_classes.c.id)
-_AGGREGATE_IDS = _name_lookup(t.placement_aggregates.c.uuid,
-                              t.placement_aggregates.c.id)
 
 
 def trait_ids(conn: Connection, names: Iterable[str]) -> dict:
-    names = sorted(set(names))
-    if not names:
-        return {}
-    found = dict(conn.execute(_TRAIT_IDS, {"names": names}).all())
-    missing = [n for n in names if n not in found]
-    if missing:
-        raise Invalid(f"No such trait(s): {', '.join(missing)}.")
-    return found
+    return lookup.ids_by_name(
+        conn, t.traits.c.name, t.traits.c.id, names,
+        lambda missing: f"No such trait(s): {', '.join(missing)}.")
 
 
 def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict:
-    names = sorted(set(names))
-    if not names:
-        return {}
-    found = dict(conn.execute(_CLASS_IDS, {"names": names}).all())
-    missing = [n for n in names if n not in found]
-    if missing:
-        raise Invalid("Invalid resource class in resources parameter: No such "
-                      f"resource class {', '.join(missing)}.")
-    return found
+    return resource_classes.ids_for(conn, names, lambda missing: (
+        "Invalid resource class in resources parameter: No such "
+        f"resource class {', '.join(missing)}."))
 
 
 def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict:
+    """uuid -> id of the aggregates that exist (an unknown aggregate just
+    matches nothing, unlike ledger.aggregates.aggregate_ids, which creates
+    them)."""
     uuids = sorted(set(uuids))
     if not uuids:
         return {}
-    return dict(conn.execute(_AGGREGATE_IDS, {"names": uuids}).all())
+    stmt = lookup.lookup_statement(t.placement_aggregates.c.uuid,
+                                   t.placement_aggregates.c.id)
+    return dict(conn.execute(stmt, {"names": uuids}).all())
 
 
 def known_ids(names: Iterable[str], mapping: Mapping[str, int]) -> list:

@@ -4,11 +4,29 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Select
 from sqlalchemy.sql.schema import Column, Table
 
 from placement_lite.ledger import errors
+
+
+# Keyed by names, not by the columns themselves: columns overload `==`
+# to build SQL, so they make poor cache keys.
+_STATEMENTS: dict[tuple[str, str, str], Select] = {}
+
+
+def lookup_statement(name_col: Column, id_col: Column) -> Select:
+    """SELECT name, id WHERE name IN :names, built once per column pair:
+    these lookups run on every request (candidate queries among them), and
+    building a select costs about as much as running one."""
+    key = (name_col.table.name, name_col.name, id_col.name)
+    stmt = _STATEMENTS.get(key)
+    if stmt is None:
+        stmt = _STATEMENTS.setdefault(key, select(name_col, id_col).where(
+            name_col.in_(bindparam("names", expanding=True))))
+    return stmt
 
 
 def ids_by_name(conn: Connection, name_col: Column, id_col: Column,
@@ -19,8 +37,8 @@ def ids_by_name(conn: Connection, name_col: Column, id_col: Column,
     wanted = sorted(set(names))
     if not wanted:
         return {}
-    found = dict(conn.execute(select(name_col, id_col)
-                              .where(name_col.in_(wanted))).all())
+    found = dict(conn.execute(lookup_statement(name_col, id_col),
+                              {"names": wanted}).all())
     missing = [n for n in wanted if n not in found]
     if missing:
         raise errors.Invalid(explain(missing))
