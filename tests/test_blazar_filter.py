@@ -11,58 +11,31 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
 
 import pytest
 import requests
-import waitress.server
-from waitress import wasyncore
 
 from placement_lite.app import create_app
 from placement_lite.config import Settings
+from tests.live import served
 
 TOKEN = "s3cret-lease-token"
 ADMIN = {"x-auth-token": "admin", "content-type": "application/json"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def serve(db, **overrides):
-    settings = Settings(db=db.url, lease_token=TOKEN, **overrides)
-    srv = waitress.server.create_server(create_app(settings, db),
-                                        host="127.0.0.1", port=free_port(),
-                                        threads=4)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    return srv, thread, f"http://127.0.0.1:{srv.effective_port}"
-
-
-def stop(srv, thread):
-    # Closing every channel from the loop's own thread, woken through the
-    # trigger, ends the loop at once; srv.close() alone leaves it to notice
-    # on its next poll timeout, and keep-alive channels keep it running.
-    srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
-    thread.join(timeout=5)
-    srv.task_dispatcher.shutdown()
+def app_for(db, **overrides):
+    return create_app(Settings(db=db.url, lease_token=TOKEN, **overrides), db)
 
 
 @pytest.fixture
 def service(db):
-    srv, thread, base = serve(
-        db, lease_max_duration_hours=24, lease_exempt_projects=("vip",),
-        lease_max_amount={"physical:host": 4, "floatingip": 2})
-    try:
+    with served(app_for(
+            db, lease_max_duration_hours=24, lease_exempt_projects=("vip",),
+            lease_max_amount={"physical:host": 4, "floatingip": 2})) as base:
         yield base
-    finally:
-        stop(srv, thread)
 
 
 def setup_budget(base, project, hours):
@@ -287,8 +260,7 @@ BLAZAR_DRIVER = textwrap.dedent("""
 
 
 def test_blazars_own_external_service_filter(db):
-    srv, thread, base = serve(db, lease_max_duration_hours=24)
-    try:
+    with served(app_for(db, lease_max_duration_hours=24)) as base:
         setup_budget(base, "bp", 14)
         # Blazar joins "check-create" onto its base: the base ends in /v1/.
         run = subprocess.run([sys.executable, "-c", BLAZAR_DRIVER,
@@ -296,8 +268,6 @@ def test_blazars_own_external_service_filter(db):
                              capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, run.stderr
         outcomes = json.loads(run.stdout.strip().splitlines()[-1])
-    finally:
-        stop(srv, thread)
     assert outcomes[0].startswith(
         "denied: Your lease exceeds the maximum length of 24 hours.")
     assert outcomes[1] == "allowed"            # 10 of 14 host-hours

@@ -8,14 +8,10 @@ limits, and enforces with a usage callback.
 """
 from __future__ import annotations
 
-import socket
-import threading
 import uuid
 
 import pytest
 import requests
-import waitress.server
-from waitress import wasyncore
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_limit import exception as limit_exc
@@ -24,14 +20,9 @@ from oslo_limit import opts as limit_opts
 
 from placement_lite.app import create_app
 from placement_lite.config import Settings
+from tests.live import served
 
 ADMIN = {"x-auth-token": "admin", "content-type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(params=[True], ids=["public-read"])
@@ -42,22 +33,8 @@ def public_read(request):
 @pytest.fixture
 def server(db, public_read):
     settings = Settings(db=db.url, quota_limits_public_read=public_read)
-    app = create_app(settings, db)
-    port = free_port()
-    srv = waitress.server.create_server(app, host="127.0.0.1", port=port,
-                                        threads=4)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        # Closing the listener alone leaves keep-alive channels (oslo.limit's
-        # SDK session holds one) in the map, and the loop runs until they
-        # time out. Closing every channel from the loop's own thread, woken
-        # through the trigger, ends the loop at once.
-        srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
-        thread.join(timeout=5)
-        srv.task_dispatcher.shutdown()
+    with served(create_app(settings, db)) as base:
+        yield base
 
 
 @pytest.fixture
