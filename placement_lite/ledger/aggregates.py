@@ -37,7 +37,11 @@ def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
     for agg_uuid in missing:
         try:
             # A savepoint, so losing a race to create the same aggregate
-            # does not cost the caller its transaction (and its generation).
+            # usually does not cost the caller its transaction. MariaDB may
+            # instead answer the race with a deadlock that rolls back the
+            # whole transaction (see ledger/consumers.py); that error is
+            # not an IntegrityError, so it escapes to run_write, which
+            # retries the whole write in a new transaction.
             with conn.begin_nested():
                 conn.execute(insert(_agg).values(uuid=agg_uuid))
         except IntegrityError:
