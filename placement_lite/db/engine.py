@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
@@ -78,15 +79,32 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
     return engine
 
 
+def _use_wal(cur, attempts: int = 100) -> None:
+    """Put the database file in WAL mode (it stays so: the mode is stored
+    in the file). Switching needs an exclusive lock, and SQLite may refuse
+    it at once rather than wait out the busy timeout, as when two servers
+    open a new file together; so wait for the other process here."""
+    for attempt in range(attempts):
+        try:
+            mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 + random.uniform(0, 0.05))
+
+
 def _sqlite_setup(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):
         # Let SQLAlchemy's begin event, not the driver, start transactions.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA busy_timeout=60000")
+        _use_wal(cur)
+        cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
 
