@@ -229,3 +229,24 @@ def test_served_with_auth_keystone(fake_keystone, tmp_path):
         assert status == 401 and body["errors"][0]["status"] == 401
         assert headers["WWW-Authenticate"].startswith("Keystone uri=")
         assert srv.request("GET", "/healthcheck", token=None)[0] == 200
+
+
+@pytest.mark.parametrize("profile", ["secure-rbac", "legacy"])
+def test_a_system_scoped_token_is_refused_on_placement_routes(db, fake_keystone,
+                                                             tmp_path, profile):
+    """Placement's rules are all project-scoped: a system admin's token is
+    a 403 there whatever its roles, and still an admin on /v3, as on
+    Keystone."""
+    client = falcon.testing.TestClient(build_wsgi(
+        _settings(db, fake_keystone, tmp_path, policy_profile=profile), db))
+    system_admin = fake_keystone.issue(None, ["admin", "member", "reader"], system=True)
+    project_admin = fake_keystone.issue("p1", ["admin", "member", "reader"])
+    refused = client.simulate_get("/resource_providers",
+                                  headers={"X-Auth-Token": system_admin})
+    assert refused.status_code == 403, refused.text
+    assert "this token is system-scoped" in refused.text
+    assert client.simulate_get("/resource_providers",
+                               headers={"X-Auth-Token": project_admin}).status_code == 200
+    listed = client.simulate_get("/v3/registered_limits",
+                                 headers={"X-Auth-Token": system_admin})
+    assert listed.status_code == 200, listed.text

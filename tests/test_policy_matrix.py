@@ -1,9 +1,13 @@
 """Policy: every route is covered by a rule under every profile, and each
-role gets what Placement's published defaults give it.
+role gets what Placement 16's defaults give it under the matching test
+configuration (secure-rbac: new defaults; legacy: new defaults ORed with
+the deprecated `role:admin`; open: its open policy fixture), with scope
+enforced in all three as oslo.policy 6 enforces it.
 
-Roles are the personas of Placement's policy reference: an admin, a
-service user, a system-scoped reader, and admin/member/reader of a
-project, plus a reader of some other project.
+Roles are the personas of Placement's policy tests: an admin, a service
+user, a system-scoped admin and reader, and admin/member/reader of a
+project, plus a reader of some other project. The headers are the ones
+Placement's gabbits send.
 """
 from __future__ import annotations
 
@@ -25,7 +29,10 @@ from placement_lite.config import Settings
 PROJECT = "proj-a"
 ROLES = {
     "admin": {"X-Auth-Token": "admin"},
-    "service": {"X-Auth-Token": "nova:service-project", "X-Roles": "service"},
+    "service": {"X-Auth-Token": "user", "X-Roles": "service",
+                "X-Project-Id": "service-project"},
+    "system_admin": {"X-Auth-Token": "user", "X-Roles": "admin,member,reader",
+                     "OpenStack-System-Scope": "all"},
     "system_reader": {"X-Auth-Token": "auditor", "X-Roles": "reader",
                       "OpenStack-System-Scope": "all"},
     "project_admin": {"X-Auth-Token": f"alice:{PROJECT}", "X-Roles": "admin,member,reader"},
@@ -34,8 +41,14 @@ ROLES = {
     "other_project": {"X-Auth-Token": "dave:proj-b", "X-Roles": "admin-of-nothing,reader"},
 }
 ALL = set(ROLES)
+SYSTEM = {"system_admin", "system_reader"}
+# Every Placement rule is project-scoped: a system-scoped token is refused
+# whatever its roles, in every profile.
+PROJECT_SCOPED = ALL - SYSTEM
 ADMINS = {"admin", "project_admin"}
 ADMIN_OR_SERVICE = ADMINS | {"service"}
+# Our own rules accept any scope; `role:admin` is an admin in any scope.
+ANY_SCOPE_ADMINS = ADMINS | {"system_admin"}
 
 
 def _route_table():
@@ -90,28 +103,59 @@ def test_rules_reference_only_known_rules():
 
 # Representative requests, each with the set of roles allowed per profile.
 # `None` as a body means none is sent.
+# Representative requests, each with the set of roles allowed per profile.
+# `None` as a body means none is sent.
+PLACEMENT_DEFAULT = {"legacy": ADMIN_OR_SERVICE, "secure-rbac": ADMIN_OR_SERVICE,
+                     "open": PROJECT_SCOPED}
 CASES = [
-    ("list providers", "GET", "/resource_providers", None, None,
-     {"legacy": ADMINS, "secure-rbac": ADMIN_OR_SERVICE, "open": ALL}),
+    # Legacy ORs the deprecated `role:admin` into admin_or_service_api, so
+    # a service may do under legacy what it may under secure-rbac.
+    ("list providers", "GET", "/resource_providers", None, None, PLACEMENT_DEFAULT),
     ("create provider", "POST", "/resource_providers", "1.20",
-     lambda: {"name": f"rp-{uuid.uuid4().hex[:8]}"},
-     {"legacy": ADMINS, "secure-rbac": ADMIN_OR_SERVICE, "open": ALL}),
-    ("list traits", "GET", "/traits", "1.6", None,
-     {"legacy": ADMINS, "secure-rbac": ADMIN_OR_SERVICE, "open": ALL}),
+     lambda: {"name": f"rp-{uuid.uuid4().hex[:8]}"}, PLACEMENT_DEFAULT),
+    ("list traits", "GET", "/traits", "1.6", None, PLACEMENT_DEFAULT),
     ("list resource classes", "GET", "/resource_classes", "1.2", None,
-     {"legacy": ADMINS, "secure-rbac": ADMIN_OR_SERVICE, "open": ALL}),
+     PLACEMENT_DEFAULT),
     ("allocation candidates", "GET", "/allocation_candidates?resources=VCPU:1", "1.10",
-     None, {"legacy": ADMINS, "secure-rbac": ADMIN_OR_SERVICE, "open": ALL}),
+     None, PLACEMENT_DEFAULT),
+    # A reader (member implies reader) of the project asked about; the
+    # legacy OR adds nothing the admin did not already have.
     ("usages of own project", "GET", f"/usages?project_id={PROJECT}", "1.9", None,
-     {"legacy": ADMINS,
+     {"legacy": ADMIN_OR_SERVICE | {"project_member", "project_reader"},
       "secure-rbac": ADMIN_OR_SERVICE | {"project_member", "project_reader"},
-      "open": ALL}),
+      "open": PROJECT_SCOPED}),
     ("usages of another project", "GET", "/usages?project_id=proj-z", "1.9", None,
-     {"legacy": ADMINS, "secure-rbac": ADMIN_OR_SERVICE, "open": ALL}),
+     PLACEMENT_DEFAULT),
+    # service_api is `role:service`; legacy ORs `role:admin` back in; the
+    # open fixture opens it to anyone (only admin_api stays admin-only).
     ("reshape", "POST", "/reshaper", "1.30", lambda: {"inventories": {}, "allocations": {}},
-     # admin-only: `open` keeps the service-only default.
-     {"legacy": ADMINS, "secure-rbac": {"service"}, "open": {"service"}}),
+     {"legacy": ADMIN_OR_SERVICE, "secure-rbac": {"service"}, "open": PROJECT_SCOPED}),
+    # Our own routes accept any token scope, as Keystone's limit rules
+    # accept system-scoped tokens; legacy keeps them admin-only.
+    ("list every limit", "GET", "/v3/limits", None, None,
+     {"legacy": ANY_SCOPE_ADMINS,
+      "secure-rbac": ADMIN_OR_SERVICE | SYSTEM,
+      "open": ALL}),
+    ("list a project's limits", "GET", f"/v3/limits?project_id={PROJECT}", None, None,
+     {"legacy": ANY_SCOPE_ADMINS,
+      "secure-rbac": ADMIN_OR_SERVICE | SYSTEM | {"project_member", "project_reader"},
+      "open": ALL}),
+    ("list registered limits", "GET", "/v3/registered_limits", None, None,
+     {"legacy": ANY_SCOPE_ADMINS, "secure-rbac": ALL, "open": ALL}),
+    ("create limits", "POST", "/v3/limits", None, lambda: {"limits": []},
+     {"legacy": ANY_SCOPE_ADMINS, "secure-rbac": ANY_SCOPE_ADMINS,
+      "open": ANY_SCOPE_ADMINS}),
+    ("list projects", "GET", "/v3/projects", None, None,
+     {"legacy": ANY_SCOPE_ADMINS, "secure-rbac": ADMIN_OR_SERVICE | SYSTEM,
+      "open": ALL}),
 ]
+
+
+def _detail(result) -> str:
+    body = result.json
+    if "error" in body:  # Keystone's shape, on /v3
+        return body["error"]["message"]
+    return body["errors"][0]["detail"]
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +190,7 @@ def test_role_matrix(clients, profile, case):
         assert result.status_code not in (401, 500), (role, result.text)
         outcome[role] = result.status_code != 403
         if result.status_code == 403:
-            err = result.json["errors"][0]
-            assert err["status"] == 403 and "olicy" in err["detail"]
+            assert _detail(result).startswith("Policy does not allow "), result.text
     expected = {role: role in allowed[profile] for role in ROLES}
     assert outcome == expected
 
@@ -211,11 +254,49 @@ def test_grammar():
     assert not policy.check("t:system", {"roles": ["reader"]}, {})
 
 
-def test_every_registered_rule_has_secure_rbac_text_that_compiles():
+def test_every_registered_rule_compiles_in_every_profile():
     for name, rule in RULES.items():
-        assert name.startswith("placement:")
-        Policy("secure-rbac", {name: rule.secure_rbac})
+        assert name.startswith("placement:") or name in BASE, name
+        for profile in PROFILES:
+            Policy(profile, {name: rule.text_for(profile)})
     assert set(BASE) <= set(Policy("open").texts)
+
+
+def test_placement_rules_are_project_scoped_and_ours_accept_any_scope():
+    for name, rule in RULES.items():
+        if name.startswith(("placement:limits:", "placement:quota:", "placement:lease:")):
+            assert rule.scope_types is None, name
+        elif name.startswith("placement:"):
+            assert rule.scope_types == ("project",), name
+
+
+def test_profiles_follow_placement_rule_by_rule():
+    """The check strings Placement 16 registers, and what each profile
+    makes of them."""
+    secure, legacy, opened = (Policy(p) for p in ("secure-rbac", "legacy", "open"))
+    assert secure.texts["admin_or_service_api"] == "role:admin or role:service"
+    assert secure.texts["placement:reshaper:reshape"] == "rule:service_api"
+    assert secure.texts["placement:usages"] == \
+        "rule:admin_or_project_reader_or_service_api"
+    # Legacy: oslo.policy ORs the deprecated `role:admin` into each base
+    # rule that replaced it; admin_api itself had no older default.
+    assert legacy.texts["service_api"] == "(role:service) or (role:admin)"
+    assert legacy.texts["admin_api"] == "role:admin"
+    # Open: everything but admin_api (and our admin-only writes) is `@`.
+    assert opened.texts["placement:reshaper:reshape"] == "@"
+    assert opened.texts["service_api"] == "@"
+    assert opened.texts["admin_api"] == "role:admin"
+    assert opened.texts["placement:limits:limits:create"] == "rule:admin_api"
+
+
+def test_an_overridden_rule_gets_no_legacy_or():
+    policy = Policy("legacy", {"service_api": "role:service"})
+    assert not policy.check("service_api", {"roles": ["admin"]}, {})
+
+
+def test_rules_that_loop_are_refused_at_start_up():
+    with pytest.raises(PolicyError, match="loop"):
+        Policy("secure-rbac", {"placement:traits:list": "rule:x", "x": "rule:placement:traits:list"})
 
 
 def test_resources_declare_rules_as_class_data():
@@ -223,3 +304,69 @@ def test_resources_declare_rules_as_class_data():
     only inside a responder would never be enforced."""
     for _m, template, resource in _route_table():
         assert inspect.isclass(resource) and "policies" in dir(resource), template
+
+
+def _identity(headers):
+    from placement_lite.api.auth import noauth2_identity
+    return noauth2_identity(falcon.testing.create_req(headers=headers))
+
+
+def test_noauth2_reads_the_headers_placements_tests_send():
+    # Placement's gabbits: a fixed token, the project and roles in headers.
+    ident = _identity({"X-Auth-Token": "user", "X-Roles": "admin,member,reader",
+                       "X-Project-Id": "p1"})
+    assert (ident.user_id, ident.project_id, ident.roles, ident.system_scope) == \
+        ("user", "p1", ["admin", "member", "reader"], None)
+    # Our documented forms stay: user[:project], and `admin` is an admin.
+    assert _identity({"X-Auth-Token": "bob:p2"}).project_id == "p2"
+    assert _identity({"X-Auth-Token": "bob"}).project_id == "bob"
+    admin = _identity({"X-Auth-Token": "admin:admin"})
+    assert (admin.user_id, admin.project_id, admin.roles) == ("admin", "admin", ["admin"])
+    assert _identity({"X-Auth-Token": "admin", "X-Roles": "reader"}).roles == ["reader"]
+
+
+def test_noauth2_system_scope_carries_no_project():
+    ident = _identity({"X-Auth-Token": "user:p1", "X-Roles": "admin",
+                       "OpenStack-System-Scope": "all"})
+    assert (ident.system_scope, ident.project_id) == ("all", None)
+    # An empty header is no scope at all, as in Placement's noauth.
+    assert _identity({"X-Auth-Token": "user:p1",
+                      "OpenStack-System-Scope": ""}).project_id == "p1"
+    assert _identity({"X-Auth-Token": "u", "X-Domain-Id": "d1"}).domain_id == "d1"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_system_scoped_admin_is_told_the_rule_wants_a_project_token(clients, profile):
+    result = clients[profile].simulate_get("/resource_providers",
+                                           headers=ROLES["system_admin"])
+    assert result.status_code == 403
+    detail = _detail(result)
+    assert detail.startswith("Policy does not allow placement:resource_providers:list"
+                             " to be performed.")
+    assert "project-scoped tokens only; this token is system-scoped" in detail
+
+
+def test_a_domain_scoped_token_is_refused_on_placement_routes(clients):
+    result = clients["secure-rbac"].simulate_get(
+        "/resource_providers", headers={"X-Auth-Token": "user", "X-Roles": "admin",
+                                        "X-Domain-Id": "default"})
+    assert result.status_code == 403
+    assert "this token is domain-scoped" in _detail(result)
+
+
+def test_a_refusal_by_role_names_the_callers_roles(clients):
+    result = clients["secure-rbac"].simulate_get("/resource_providers",
+                                                 headers=ROLES["project_reader"])
+    assert result.status_code == 403
+    assert _detail(result) == (
+        "Policy does not allow placement:resource_providers:list to be performed. "
+        f"The caller's roles (reader) in project {PROJECT} do not satisfy it.")
+
+
+
+@pytest.mark.parametrize("profile", ["secure-rbac", "legacy"])
+def test_refused_reshape_with_a_bad_body_is_403(clients, profile):
+    result = clients[profile].simulate_post(
+        "/reshaper", json={"inventories": [], "allocations": {}},
+        headers={**ROLES["project_reader"], "OpenStack-API-Version": "placement 1.30"})
+    assert result.status_code == 403

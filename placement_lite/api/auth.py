@@ -1,18 +1,22 @@
 """Who is calling (noauth2 or keystone headers), and may they?
 
-`noauth2` follows Placement's development auth: every route but the
-public ones needs `x-auth-token`; the token is `user[:project]`;
-the token `admin` gets the admin role; `X-Roles` replaces the roles;
-`X-Project-Id` sets the project; `OpenStack-System-Scope: all` makes the
-request system-scoped.
+`noauth2` follows Placement's development auth, so the headers Placement's
+own tests send build the same identity: every route but the public ones
+needs `x-auth-token`; the token is `user[:project]` (the project defaults
+to the user); the token `admin` gets the admin role; `X-Roles` replaces
+the roles; `X-Project-Id` sets the project. `OpenStack-System-Scope: all`
+makes the token system-scoped: it then carries no project unless
+`X-Project-Id` names one (the token's `:project` part is dropped, as
+Placement's noauth drops it). `X-Domain-Id` makes it domain-scoped.
 
 `keystone` trusts the identity headers that keystonemiddleware's
-auth_token sets after validating the token (X-Identity-Status and
-friends); the server wraps the app in auth_token in that mode.
+auth_token sets after validating the token (X-Identity-Status, X-User-Id,
+X-Project-Id or X-Domain-Id or OpenStack-System-Scope, X-Roles).
 
 Every resource declares `policies = {"GET": "rule name", ...}`; the
-middleware enforces the rule before the responder runs, with a target
-made of the route's fields and the query string (so `project_id` in
+middleware enforces the rule before the responder runs (so a caller the
+rule refuses gets 403 before its body is looked at), with a target made
+of the route's fields and the query string (so `project_id` in
 `GET /usages?project_id=` is what project-scoped rules compare against).
 """
 from __future__ import annotations
@@ -41,11 +45,12 @@ class Identity:
     project_id: str | None = None
     roles: list[str] = field(default_factory=list)
     system_scope: str | None = None
+    domain_id: str | None = None
 
     def creds(self) -> dict:
         return {"user_id": self.user_id, "project_id": self.project_id,
                 "roles": [r.lower() for r in self.roles],
-                "system_scope": self.system_scope}
+                "system_scope": self.system_scope, "domain_id": self.domain_id}
 
 
 def _roles(header: str | None) -> list[str]:
@@ -65,7 +70,12 @@ def noauth2_identity(req: falcon.Request, default_token: str | None = None) -> I
         raise errors.ApiError(falcon.HTTP_401, "This request needs an "
                               "x-auth-token header (noauth2: 'user[:project]').")
     user_id, _sep, project_id = token.partition(":")
-    project_id = req.get_header("X-Project-Id") or project_id or user_id
+    system_scope = req.get_header("OpenStack-System-Scope") or None
+    if system_scope:
+        # A system-scoped token belongs to no project.
+        project_id = req.get_header("X-Project-Id") or None
+    else:
+        project_id = req.get_header("X-Project-Id") or project_id or user_id
     roles_header = req.get_header("X-Roles")
     if roles_header is not None:
         roles = _roles(roles_header)
@@ -74,7 +84,8 @@ def noauth2_identity(req: falcon.Request, default_token: str | None = None) -> I
     else:
         roles = []
     return Identity(user_id=user_id, project_id=project_id, roles=roles,
-                    system_scope=req.get_header("OpenStack-System-Scope"))
+                    system_scope=system_scope,
+                    domain_id=req.get_header("X-Domain-Id") or None)
 
 
 def keystone_identity(req: falcon.Request, default_token: str | None = None) -> Identity:
@@ -84,7 +95,8 @@ def keystone_identity(req: falcon.Request, default_token: str | None = None) -> 
     return Identity(user_id=req.get_header("X-User-Id"),
                     project_id=req.get_header("X-Project-Id"),
                     roles=_roles(req.get_header("X-Roles")),
-                    system_scope=req.get_header("OpenStack-System-Scope"))
+                    system_scope=req.get_header("OpenStack-System-Scope") or None,
+                    domain_id=req.get_header("X-Domain-Id") or None)
 
 
 IDENTIFIERS = {"noauth2": noauth2_identity, "keystone": keystone_identity}
@@ -126,5 +138,19 @@ class AuthMiddleware:
         target = {k: v for k, v in req.params.items() if isinstance(v, str)}
         target.update({k: str(v) for k, v in params.items()})
         creds = req.context.identity.creds()
-        if not self.policy.check(rule, creds, target):
-            raise errors.forbidden(f"Policy does not allow {rule} to be performed.")
+        decision = self.policy.authorize(rule, creds, target)
+        if not decision.allowed:
+            raise errors.forbidden(refusal(rule, decision, creds))
+
+
+def refusal(rule: str, decision, creds: dict) -> str:
+    """Placement's sentence first (callers match on it), then why."""
+    text = f"Policy does not allow {rule} to be performed."
+    if decision.refused_by == "scope":
+        return (f"{text} It accepts {' or '.join(decision.scope_types)}-scoped "
+                f"tokens only; this token is {decision.scope}-scoped.")
+    # Header values are the caller's: echo a bounded amount of them.
+    roles = ", ".join(r[:40] for r in (creds.get("roles") or ())[:10]) or "none"
+    project = creds.get("project_id")
+    where = f" in project {project[:80]}" if project else ""
+    return f"{text} The caller's roles ({roles}){where} do not satisfy it."
