@@ -77,6 +77,14 @@ def _drain(server, timeout: float) -> None:
 
     server.accepting = False
     server.del_channel()
+    # Close this process's handle on the listening socket now, not at exit:
+    # once no process holds it (the supervisor shuts it down for all of
+    # them), a new connection is refused at once instead of waiting in the
+    # kernel's queue for a process that will never accept it.
+    try:
+        server.socket.close()
+    except OSError:
+        pass
     deadline = time.monotonic() + timeout
     while server.active_channels and time.monotonic() < deadline:
         for channel in list(server.active_channels.values()):
@@ -200,11 +208,21 @@ class Supervisor:
                         del restart_at[index]
                         self._spawn(index)
                 time.sleep(0.1)
+            self._refuse_new_connections()
             self._stop_all()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return 0
+
+    def _refuse_new_connections(self) -> None:
+        """Stop the shared listening socket for every process at once:
+        shutdown() acts on the socket, not on this process's handle, so new
+        connections are refused while the workers finish what they hold."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _stop_all(self) -> None:
         for pid in list(self.children):

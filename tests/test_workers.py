@@ -106,6 +106,69 @@ _SLOW_WORKER = textwrap.dedent("""
 """)
 
 
+_SLOW_SUPERVISED = textwrap.dedent("""
+    import time
+    from placement_lite.config import Settings
+    from placement_lite.server import Supervisor, open_socket, run_worker
+
+    def slow(environ, start_response):
+        time.sleep(float(environ["PATH_INFO"].strip("/") or 0))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"finished"]
+
+    sock = open_socket("127.0.0.1", 0)
+    settings = Settings(db="sqlite:///unused", workers=2, shutdown_timeout=10)
+    print("listening on http://127.0.0.1:%d/" % sock.getsockname()[1], flush=True)
+    Supervisor(settings, sock,
+               target=lambda s, k, i: run_worker(s, k, app=slow)).run()
+    print("drained", flush=True)
+""")
+
+
+@pytest.mark.parametrize("script", [_SLOW_WORKER, _SLOW_SUPERVISED],
+                         ids=["one-process", "workers"])
+def test_draining_refuses_new_connections_at_once(script):
+    """After SIGTERM, while a slow request finishes, a new caller is
+    refused immediately rather than left hanging."""
+    proc = subprocess.Popen([sys.executable, "-c", script],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().split(":")[-1].strip("/\n"))
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _answers(base), timeout=30)
+        result = {}
+
+        def slow_call():
+            with urllib.request.urlopen(base + "/3", timeout=15) as resp:
+                result["body"] = resp.read()
+        caller = threading.Thread(target=slow_call)
+        caller.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        started = time.monotonic()
+        with pytest.raises(ConnectionRefusedError):
+            import socket
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        assert time.monotonic() - started < 1
+        assert caller.is_alive(), "the slow request should still be in flight"
+        caller.join(timeout=15)
+        assert result.get("body") == b"finished"
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _answers(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(base + "/0", timeout=2) as resp:
+            return resp.read() == b"finished"
+    except OSError:
+        return False
+
+
 def test_sigterm_lets_requests_in_flight_finish():
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_WORKER],
                             stdout=subprocess.PIPE, text=True)
