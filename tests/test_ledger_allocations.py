@@ -132,6 +132,67 @@ def test_multi_consumer_write_is_all_or_nothing(db):
         assert consumers.get(conn, second) is not None
 
 
+def test_generations_move_as_placement_moves_them(db):
+    """An allocation write bumps each provider it claims on once, and the
+    providers of a consumer it empties; the provider a consumer moves
+    away from keeps its generation; a delete bumps none."""
+    with db.write() as conn:
+        rp1 = factories.provider_with(conn, VCPU=8)
+        rp2 = factories.provider_with(conn, VCPU=8)
+    a, b = _uuid(), _uuid()
+    _write(db, ConsumerWrite(a, "p", "u", {rp1["uuid"]: {"VCPU": 1}}),
+           ConsumerWrite(b, "p", "u", {rp1["uuid"]: {"VCPU": 1}}))
+    assert (_generation(db, rp1), _generation(db, rp2)) == (1, 0)
+    # a moves from rp1 to rp2: only rp2 moves.
+    _write(db, ConsumerWrite(a, "p", "u", {rp2["uuid"]: {"VCPU": 1}}))
+    assert (_generation(db, rp1), _generation(db, rp2)) == (1, 1)
+    # Emptying b touches the provider it held.
+    _write(db, ConsumerWrite(b, "p", "u", {}))
+    assert (_generation(db, rp1), _generation(db, rp2)) == (2, 1)
+    db.run_write(lambda conn: allocations.delete_for_consumer(conn, a))
+    assert (_generation(db, rp1), _generation(db, rp2)) == (2, 1)
+
+
+def _shrink(db, rp, **values):
+    with db.write() as conn:
+        conn.execute(t.inventories.update().where(
+            t.inventories.c.resource_provider_id == rp["id"]).values(**values))
+
+
+def test_an_over_used_provider_admits_no_new_claim_but_lets_usage_fall(db):
+    """Capacity fell below usage (nova's ironic driver reserving a node in
+    use): new claims are refused until usage is back under capacity, while
+    writes that keep or lower the usage go through."""
+    with db.write() as conn:
+        rp = factories.provider(conn)
+        factories.inventory(conn, rp, "VCPU", total=8)
+    a, b, c = _uuid(), _uuid(), _uuid()
+    _write(db, ConsumerWrite(a, "p", "u", {rp["uuid"]: {"VCPU": 4}}),
+           ConsumerWrite(b, "p", "u", {rp["uuid"]: {"VCPU": 2}}))
+    _shrink(db, rp, reserved=5)        # capacity 3, usage 6
+    with pytest.raises(errors.CapacityExceeded, match="exceed the capacity"):
+        _write(db, ConsumerWrite(c, "p", "u", {rp["uuid"]: {"VCPU": 1}}))
+    with pytest.raises(errors.CapacityExceeded):
+        _write(db, ConsumerWrite(a, "p", "u", {rp["uuid"]: {"VCPU": 5}}))
+    # Rewriting the same claim, and shrinking one, are fine.
+    _write(db, ConsumerWrite(a, "p", "u", {rp["uuid"]: {"VCPU": 4}}))
+    _write(db, ConsumerWrite(a, "p", "u", {rp["uuid"]: {"VCPU": 3}}))
+    # Moving usage between consumers written together keeps the total.
+    _write(db, ConsumerWrite(b, "p", "u", {}),
+           ConsumerWrite(c, "p", "u", {rp["uuid"]: {"VCPU": 2}}))
+    # But a new consumer taking more than the emptied one held does not.
+    with pytest.raises(errors.CapacityExceeded):
+        _write(db, ConsumerWrite(c, "p", "u", {}),
+               ConsumerWrite(b, "p", "u", {rp["uuid"]: {"VCPU": 3}}))
+    with db.read() as conn:
+        assert usages.for_provider(conn, rp["uuid"])[1] == {"VCPU": 5}
+    # Once usage is back under capacity, claims fit exactly as before.
+    db.run_write(lambda conn: allocations.delete_for_consumer(conn, a))
+    _write(db, ConsumerWrite(b, "p", "u", {rp["uuid"]: {"VCPU": 1}}))
+    with pytest.raises(errors.CapacityExceeded):
+        _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 1}}))
+
+
 def test_multi_consumer_lookups_do_not_grow_with_consumers(db):
     with db.write() as conn:
         rps = [factories.provider_with(conn, VCPU=100, MEMORY_MB=1000)
@@ -196,7 +257,9 @@ def test_empty_write_and_delete_remove_the_consumer(db):
     _write(db, ConsumerWrite(consumer, "p", "u", {rp["uuid"]: {"VCPU": 1}}))
     before = _generation(db, rp)
     db.run_write(lambda conn: allocations.delete_for_consumer(conn, consumer))
-    assert _generation(db, rp) == before + 1
+    # As in Placement, deleting a consumer's allocations leaves the
+    # providers' generations alone (callers cache them).
+    assert _generation(db, rp) == before
     with db.read() as conn:
         assert consumers.get(conn, consumer) is None
     with pytest.raises(errors.NotFound):
@@ -352,9 +415,53 @@ def test_reshape_moves_inventory_and_allocations_together(db):
     db.run_write(lambda conn: reshaper.reshape(
         conn, plan(8), [move], [lambda conn, projects: checked.append(projects)]))
     assert checked == [{"p"}]
+    # Placement's count: interim inventory, allocations, final inventory
+    # for each provider given inventory and claimed on.
+    assert (_generation(db, parent), _generation(db, child)) == (4, 3)
     with db.read() as conn:
         assert usages.for_provider(conn, parent["uuid"])[1] == {"MEMORY_MB": 1536}
         assert usages.for_provider(conn, child["uuid"])[1] == {"VCPU": 2}
         assert usages.for_project(conn, "p") == {"VCPU": 2, "MEMORY_MB": 1024}
         assert consumers.get(conn, moving).generation == 2
         assert consumers.get(conn, staying).generation == 1
+
+
+def test_reshape_generations_and_shrinks_follow_placement(db):
+    """Each provider's generation moves as Placement's reshape moves it:
+    +1 for a non-empty interim inventory, +1 when allocations are written
+    on it, +1 for the final inventory. A reshape may leave a class below
+    its usage (only removing an allocated class is refused)."""
+    from placement_lite.ledger import inventories, reshaper
+    from placement_lite.ledger.reshaper import ProviderInventories
+
+    with db.write() as conn:
+        a = factories.provider_with(conn, VCPU=8)
+        b = factories.provider_with(conn, VCPU=8)
+        c = factories.provider_with(conn, VCPU=8)
+        d = factories.provider(conn)
+    held = _uuid()
+    _write(db, ConsumerWrite(held, "p", "u", {a["uuid"]: {"VCPU": 4}}))
+    assert _generation(db, a) == 1
+    vcpu = {"VCPU": inventories.make("VCPU", {"total": 2})}
+    db.run_write(lambda conn: reshaper.reshape(conn, {
+        # a: shrunk below its usage of 4, no allocation written: +2.
+        a["uuid"]: ProviderInventories(1, vcpu),
+        # b: given an empty inventory: +1 (the final step only).
+        b["uuid"]: ProviderInventories(0, {}),
+        # d: only claimed on... after getting inventory: +3.
+        d["uuid"]: ProviderInventories(0, vcpu),
+    }, [ConsumerWrite(_uuid(), "p", "u", {d["uuid"]: {"VCPU": 1},
+                                         c["uuid"]: {"VCPU": 1}})]))
+    # c: only claimed on: +1.
+    assert [_generation(db, rp) for rp in (a, b, c, d)] == [3, 1, 1, 3]
+    with db.read() as conn:
+        assert usages.for_provider(conn, a["uuid"])[1] == {"VCPU": 4}
+    # A stale generation is refused before anything moves.
+    with pytest.raises(errors.ConcurrentUpdate, match="actual: 3, given: 2"):
+        db.run_write(lambda conn: reshaper.reshape(
+            conn, {a["uuid"]: ProviderInventories(2, vcpu)}, []))
+    # Emptying a's inventory while its VCPU is allocated is refused.
+    with pytest.raises(errors.InventoryInUse, match="'VCPU' on resource"):
+        db.run_write(lambda conn: reshaper.reshape(
+            conn, {a["uuid"]: ProviderInventories(3, {})}, []))
+    assert _generation(db, a) == 3

@@ -4,9 +4,10 @@ from __future__ import annotations
 import falcon
 
 from placement_lite.api import render, request
+from placement_lite.api.phrases import prefixed
 from placement_lite.api.microversion import VersionedTable, at_least
 from placement_lite.api.schemas import inventories as schema
-from placement_lite.ledger import inventories, providers
+from placement_lite.ledger import errors, inventories, providers
 
 # DELETE of the whole collection arrived in 1.5; before it the method is
 # simply not there (405, as Placement answers).
@@ -78,7 +79,13 @@ class Inventories:
                 conn, provider, wanted, data["resource_provider_generation"])
             return provider, inventories.get_inventories(conn, provider), generation
 
-        provider, invs, generation = self.services.db.run_write(replace)
+        with prefixed(
+                (errors.UnknownResourceClass, "Unknown resource class in "
+                 f"inventory for resource provider {uuid}: "),
+                (errors.Invalid,
+                 f"Unable to update inventory for resource provider {uuid}: "),
+                (errors.InventoryInUse, "update conflict: ")):
+            provider, invs, generation = self.services.db.run_write(replace)
         self._send(req, resp, invs, generation, provider)
 
     def on_post(self, req, resp, uuid):
@@ -93,7 +100,9 @@ class Inventories:
             generation = inventories.add_inventory(conn, provider, inv)
             return inventories.get_inventory(conn, provider, name), generation
 
-        inv, generation = self.services.db.run_write(create)
+        with prefixed((errors.Invalid, "Unable to create inventory for "
+                       f"resource provider {uuid}: ")):
+            inv, generation = self.services.db.run_write(create)
         resp.location = f"{req.prefix}/resource_providers/{uuid}/inventories/{name}"
         render.send(resp, one_body(inv, generation), falcon.HTTP_201)
         render.cache_headers(req, resp, [inv.modified])
@@ -138,7 +147,10 @@ class Inventory:
                 conn, provider, inv, data["resource_provider_generation"])
             return inventories.get_inventory(conn, provider, resource_class), generation
 
-        inv, generation = self.services.db.run_write(change)
+        with prefixed((inventories.NoInventoryRecord, ""),
+                      (errors.Invalid, "Unable to update inventory for "
+                       f"resource provider {uuid}: ")):
+            inv, generation = self.services.db.run_write(change)
         render.send(resp, one_body(inv, generation))
         render.cache_headers(req, resp, [inv.modified])
 
@@ -147,7 +159,9 @@ class Inventory:
             provider = providers.get_by_uuid(conn, uuid)
             inventories.delete_inventory(conn, provider, resource_class)
 
-        self.services.db.run_write(remove)
+        with prefixed((errors.InventoryInUse, "Unable to delete inventory of "
+                       f"class {resource_class}: ")):
+            self.services.db.run_write(remove)
         render.no_content(resp)
 
 

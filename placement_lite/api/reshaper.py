@@ -4,8 +4,9 @@ from __future__ import annotations
 from placement_lite.api import render, request
 from placement_lite.api.allocations import consumer_write
 from placement_lite.api.microversion import versioned
+from placement_lite.api.phrases import prefixed
 from placement_lite.api.schemas import reshaper as schema
-from placement_lite.ledger import inventories, reshaper
+from placement_lite.ledger import errors, inventories, reshaper
 
 
 class Reshaper:
@@ -25,8 +26,14 @@ class Reshaper:
             for uuid, entry in data["inventories"].items()}
         writes = [consumer_write(req, consumer_uuid, entry)
                   for consumer_uuid, entry in data["allocations"].items()]
-        self.services.db.run_write(lambda conn: reshaper.reshape(
-            conn, wanted, writes, self.services.claim_checks))
+        # Placement's wording: a generation moved after its early check, or
+        # an inventory in use, is an "update conflict"; an unknown class is
+        # "malformed reshaper data"; allocations that do not fit keep the
+        # allocation writer's "Unable to allocate inventory".
+        with prefixed((errors.UnknownResourceClass, "malformed reshaper data: "),
+                      (errors.InventoryInUse, "update conflict: ")):
+            self.services.db.run_write(lambda conn: reshaper.reshape(
+                conn, wanted, writes, self.services.claim_checks))
         render.no_content(resp)
 
 

@@ -11,6 +11,7 @@ from placement_lite.api import provider_filters, render, request
 from placement_lite.api.microversion import (
     VersionedTable, at_least, fields_at, v)
 from placement_lite.api.schemas import resource_providers as schema
+from placement_lite.ledger import errors as lerrors
 from placement_lite.ledger import providers
 
 LINKS = [("self", "", "1.0"), ("inventories", "/inventories", "1.0"),
@@ -144,7 +145,11 @@ class ResourceProvider:
 
     def on_delete(self, req, resp, uuid):
         def remove(conn):
-            providers.delete_provider(conn, providers.get_by_uuid(conn, uuid))
+            provider = providers.find_by_uuid(conn, uuid)
+            if provider is None:
+                raise lerrors.ResourceProviderNotFound(
+                    f"No resource provider with uuid {uuid} found for delete.")
+            providers.delete_provider(conn, provider)
 
         self.services.db.run_write(remove)
         render.no_content(resp)

@@ -5,10 +5,14 @@ Every write follows one order inside one transaction, so racing writers
 
 1. bump the generation of every consumer written (its row lock), sorted by
    uuid; a stale caller-supplied consumer_generation is a 409;
-2. read the consumers' current allocations, then bump the generation of
-   every provider touched, old and new, sorted by id (the UPDATE takes
-   each provider's row lock; a provider deleted meanwhile is RaceLost,
-   which `run_write` retries in a new transaction);
+2. bump the generation of every provider the write claims on (and, for a
+   consumer whose allocations are emptied, of the providers it held),
+   sorted by id: the UPDATE takes each provider's row lock; a provider
+   deleted meanwhile is RaceLost, which `run_write` retries in a new
+   transaction. These are exactly the providers Placement bumps: the
+   providers a consumer merely moves away from keep their generation, and
+   need no lock, since deleting one's own allocation rows can only free
+   capacity;
 3. only then read usage and inventory and check capacity: the row locks we
    now hold mean nobody can change these providers' usage until we commit,
    and the reads (READ COMMITTED, or SQLite's single writer) see every
@@ -21,7 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -73,8 +77,9 @@ def bump_providers(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
 
     Sorted so two writers touching overlapping providers take the row
     locks in the same order and cannot deadlock each other. No generation
-    is compared: the caller sent none for these providers, and the bump is
-    taken for its row lock, after which the capacity reads are fresh.
+    is compared: the caller sent none for these providers. The bump is
+    Placement's (an allocation write moves the generation of each
+    provider it writes), and its row lock makes the capacity reads fresh.
     """
     ids = sorted(set(ids))
     if not ids:
@@ -98,6 +103,26 @@ def _current_providers(conn: Connection, consumer_ids: list[int]) -> set[int]:
     a = t.allocations
     return set(conn.scalars(select(a.c.resource_provider_id).distinct()
                             .where(a.c.consumer_id.in_(consumer_ids))))
+
+
+def _held(conn: Connection, consumer_ids: list[int],
+          keys: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """(provider id, class id) -> what these consumers hold there now.
+
+    Stable for the whole transaction: only a writer holding a consumer's
+    row lock changes its allocations, and we hold these consumers' locks.
+    """
+    keys = set(keys)
+    if not consumer_ids or not keys:
+        return {}
+    a = t.allocations
+    rows = conn.execute(
+        select(a.c.resource_provider_id, a.c.resource_class_id,
+               func.sum(a.c.used))
+        .where(a.c.consumer_id.in_(sorted(consumer_ids)),
+               a.c.resource_provider_id.in_(sorted({rp for rp, _ in keys})))
+        .group_by(a.c.resource_provider_id, a.c.resource_class_id))
+    return {(rp, rc): int(n) for rp, rc, n in rows if (rp, rc) in keys}
 
 
 def _classes_of(w: ConsumerWrite) -> set[str]:
@@ -156,12 +181,9 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
         projects.add(consumer.project_id)
         written.append((w, consumer))
 
-    touched = _current_providers(conn, existing_ids) | set(rps.values())
+    emptied = [consumer.id for w, consumer in written if not w.allocations]
+    touched = _current_providers(conn, emptied) | set(rps.values())
     names_by_id = bump_providers(conn, touched)
-    if existing_ids:
-        conn.execute(delete(t.allocations).where(
-            t.allocations.c.consumer_id.in_(existing_ids)))
-
     amounts: dict[tuple[int, int], list[int]] = defaultdict(list)
     rows = []
     for w, consumer in written:
@@ -172,8 +194,12 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
                 rows.append({"resource_provider_id": key[0],
                              "consumer_id": consumer.id,
                              "resource_class_id": key[1], "used": used})
+    held = _held(conn, existing_ids, amounts)
+    if existing_ids:
+        conn.execute(delete(t.allocations).where(
+            t.allocations.c.consumer_id.in_(existing_ids)))
     capacity.check(conn, amounts, names_by_id,
-                   {v: k for k, v in rcs.items()})
+                   {v: k for k, v in rcs.items()}, held)
     if rows:
         conn.execute(insert(t.allocations), rows)
     consumers.delete_if_empty(conn, existing_ids)
@@ -186,8 +212,10 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     if consumer is None:
         raise errors.NotFound(
             f"No allocations for consumer '{consumer_uuid}'.")
+    # The consumer's row lock serialises writers of this consumer. The
+    # providers keep their generations, as in Placement: freeing
+    # capacity needs no provider lock.
     consumers.bump(conn, consumer)
-    bump_providers(conn, _current_providers(conn, [consumer.id]))
     conn.execute(delete(t.allocations).where(
         t.allocations.c.consumer_id == consumer.id))
     conn.execute(delete(t.consumers).where(t.consumers.c.id == consumer.id))

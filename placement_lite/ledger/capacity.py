@@ -4,7 +4,8 @@ include every claim that committed before ours took the row locks.
 """
 from __future__ import annotations
 
-from typing import Mapping
+import math
+from typing import Mapping, Optional
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
@@ -32,19 +33,52 @@ def inventories(conn: Connection, provider_ids) -> dict[tuple[int, int], object]
     return {(r.resource_provider_id, r.resource_class_id): r for r in rows}
 
 
+def capacity_from(total, reserved, ratio) -> float:
+    """(total - reserved) * ratio, or 0 when the ratio is not a finite
+    number. The API refuses NaN and the infinities, but a row written by
+    another tool or an older release may hold one (PostgreSQL stores NaN,
+    SQLite the infinities); NaN compares false with everything, so a
+    check `used + requested > capacity` would grant any claim."""
+    if ratio is None or not math.isfinite(ratio):
+        return 0.0
+    return (total - reserved) * ratio
+
+
 def capacity_of(inv) -> float:
-    return (inv.total - inv.reserved) * inv.allocation_ratio
+    return capacity_from(inv.total, inv.reserved, inv.allocation_ratio)
+
+
+def ratio_is_finite(column):
+    """SQL: the allocation_ratio `column` is a finite number. PostgreSQL
+    orders NaN above every number and +Infinity, so a range excludes NaN
+    and both infinities there; SQLite stores NaN as NULL, which no
+    comparison is true of; MariaDB stores neither. The bound is far above
+    the largest ratio accepted (3.40282e+38, which MariaDB's
+    single-precision FLOAT rounds up)."""
+    return column.between(-1e300, 1e300)
 
 
 def check(conn: Connection,
           amounts: Mapping[tuple[int, int], list[int]],
           provider_names: Mapping[int, str],
-          class_names: Mapping[int, str]) -> None:
+          class_names: Mapping[int, str],
+          held: Optional[Mapping[tuple[int, int], int]] = None) -> None:
     """Raise CapacityExceeded unless every amount fits.
 
     `amounts` maps (provider id, class id) to the amounts the request
     claims there, one per consumer: each must respect min_unit, max_unit
     and step_size, and together they must fit the free capacity.
+
+    `held` is what the writing consumers held at each key before this
+    write (their old allocations, already deleted from the usage read
+    here). A provider may hold more than its capacity (its inventory
+    shrank under existing allocations); there a write that leaves the
+    usage no higher than it was (a resize down, a consumer rewriting what
+    it holds, allocations moving between the consumers written) is let
+    through, as Placement lets it through, while any write that raises
+    the usage is refused. Comparing with what the writers held, rather
+    than with a usage read earlier, keeps the rule exact while other
+    consumers free capacity concurrently.
     """
     if not amounts:
         return
@@ -58,8 +92,8 @@ def check(conn: Connection,
         inv = invs.get(key)
         if inv is None:
             raise errors.CapacityExceeded(
-                f"Unable to allocate inventory: Inventory for {where} invalid: "
-                "the provider has no inventory of that class.")
+                f"Unable to allocate inventory: Inventory for {where} invalid. "
+                "The provider has no inventory of that class.")
         for amount in amounts[key]:
             if amount < inv.min_unit or amount > inv.max_unit or (
                     amount % inv.step_size):
@@ -71,7 +105,8 @@ def check(conn: Connection,
         requested = sum(amounts[key])
         current = used.get(key, 0)
         cap = capacity_of(inv)
-        if current + requested > cap:
+        if current + requested > cap and not (
+                held is not None and requested <= held.get(key, 0)):
             raise errors.CapacityExceeded(
                 f"Unable to allocate inventory: Unable to create allocation for "
                 f"{where}. The requested amount would exceed the capacity: "

@@ -33,6 +33,10 @@ class Invalid(LedgerError):
     """The request is well-formed JSON but asks for something impossible (400)."""
 
 
+class UnknownResourceClass(Invalid):
+    """A request names a resource class that does not exist (400)."""
+
+
 class Conflict(LedgerError):
     """The request conflicts with what is stored (409)."""
 

@@ -2,12 +2,14 @@
 
 Every change bumps the provider's generation first (the conditional
 UPDATE, which also takes the row lock) and only then reads usage, so the
-"would this leave allocations over capacity" check sees every allocation
-committed before us.
+"is a class being removed still allocated" check sees every allocation
+committed before us. A class may shrink below its usage (Placement
+accepts that); claims then check capacity exactly, see capacity.check.
 """
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -28,6 +30,10 @@ FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
 
 class InventoryNotFound(errors.NotFound):
     pass
+
+
+class NoInventoryRecord(errors.Invalid):
+    """An update names a class the provider has no inventory of (400)."""
 
 
 @dataclass(frozen=True)
@@ -66,23 +72,29 @@ def validate(provider: Provider, inv: Inventory,
              reserved_may_equal_total: bool = True) -> None:
     """Invalid (400) for an inventory that cannot hold anything sensible.
 
-    Capacity is (total - reserved) * allocation_ratio. Until microversion
-    1.26 it had to be positive (reserved below total, a positive ratio);
-    from 1.26 it may be zero (a provider whose whole inventory is held
-    back) but never negative.
+    Capacity is (total - reserved) * allocation_ratio, truncated to an
+    integer as Placement truncates it here. Until microversion 1.26 it had
+    to be positive (reserved below total, a positive ratio); from 1.26 it
+    may be zero (a provider whose whole inventory is held back) but never
+    negative. The wording is Placement's, whichever of the three numbers
+    is at fault, followed by the numbers.
     """
     where = f"'{inv.resource_class}' on resource provider '{provider.uuid}'"
-    capacity = (f"capacity ((total {inv.total} - reserved {inv.reserved}) * "
-                f"allocation_ratio {inv.allocation_ratio})")
+    cap = inv.capacity
+    if math.isfinite(cap):
+        cap = int(cap)
+    numbers = (f"capacity ((total {inv.total} - reserved {inv.reserved}) * "
+               f"allocation_ratio {inv.allocation_ratio})")
     if reserved_may_equal_total:
-        if inv.reserved > inv.total or inv.capacity < 0:
+        if inv.reserved > inv.total or not cap >= 0:
             raise errors.Invalid(
                 f"Invalid inventory for {where}. The reserved value is "
-                f"greater than total, or the {capacity} is negative.")
-    elif inv.capacity <= 0:
+                f"greater than total: the {numbers} must not be negative.")
+    elif not cap > 0:
         raise errors.Invalid(
             f"Invalid inventory for {where}. The reserved value is greater "
-            f"than or equal to total, or the {capacity} is not positive.")
+            f"than or equal to total: the {numbers} must be positive (from "
+            "microversion 1.26 it may be zero).")
     if inv.min_unit > inv.max_unit:
         raise errors.Invalid(
             f"Invalid inventory for {where}. min_unit ({inv.min_unit}) must "
@@ -113,39 +125,38 @@ def get_inventory(conn: Connection, provider: Provider,
     found = get_inventories(conn, provider).get(resource_class)
     if found is None:
         raise InventoryNotFound(
-            f"No inventory of class {resource_class} found for resource "
-            f"provider {provider.uuid}.")
+            f"No inventory of class {resource_class} for {provider.uuid}.")
     return found
 
 
 def _check_usage(conn: Connection, provider: Provider,
                  planned: Mapping[int, Optional[Inventory]],
                  class_names: Mapping[int, str]) -> None:
-    """InventoryInUse unless current allocations fit the planned inventory.
+    """InventoryInUse when a class about to be removed still has
+    allocations, naming every such class.
 
     `planned` maps class id -> the inventory it will have (None: removed).
+    A class that stays may shrink below what is allocated, as in
+    Placement (nova's ironic driver reserves a whole node that holds an
+    instance; an operator lowers allocation_ratio): the provider then
+    admits no new claims of that class until usage falls back under the
+    capacity, which capacity.check enforces on every claim.
     """
+    removed = [rc for rc, inv in planned.items() if inv is None]
+    if not removed:
+        return
     used = {rc: n for (_rp, rc), n in
-            capacity.usage(conn, [provider.id]).items()}
-    for rc_id in sorted(planned):
-        inv = planned[rc_id]
-        amount = used.get(rc_id, 0)
-        if not amount:
-            continue
-        name = class_names[rc_id]
-        if inv is None:
-            raise errors.InventoryInUse(
-                f"Inventory for '{name}' on resource provider "
-                f"'{provider.uuid}' in use: {amount} allocated; delete those "
-                "allocations before removing the inventory.")
-        if amount > inv.capacity:
-            raise errors.InventoryInUse(
-                f"Inventory for '{name}' on resource provider "
-                f"'{provider.uuid}' in use: {amount} allocated, but the new "
-                f"capacity would be {capacity.display(inv.capacity)} "
-                f"((total {inv.total} - reserved {inv.reserved}) * allocation_ratio "
-                f"{inv.allocation_ratio}); free allocations first or keep "
-                "the capacity.")
+            capacity.usage(conn, [provider.id]).items()
+            if rc in removed and n}
+    if not used:
+        return
+    # Ordered by class id, as Placement lists them.
+    names = [class_names[rc] for rc in sorted(used)]
+    amounts = ", ".join(f"{used[rc]} {class_names[rc]}" for rc in sorted(used))
+    raise errors.InventoryInUse(
+        f"Inventory for '{', '.join(names)}' on resource provider "
+        f"'{provider.uuid}' in use. Allocations still hold {amounts}; "
+        "delete or move them before removing the inventory.")
 
 
 def _current_ids(conn: Connection, provider: Provider) -> dict[int, int]:
@@ -197,8 +208,8 @@ def replace_inventories(conn: Connection, provider: Provider,
 
     ConcurrentUpdate (409) if `generation` is stale (None skips the
     check), Invalid (400) for unknown classes, InventoryInUse (409) when
-    allocations would no longer fit, unless `check_usage` is False (a
-    reshape, which moves the allocations in the same transaction).
+    a removed class still has allocations, unless `check_usage` is False
+    (a reshape's interim step).
     """
     planned: dict[str, Optional[Inventory]] = {
         name: None for name in get_inventories(conn, provider)}
@@ -219,13 +230,15 @@ def add_inventory(conn: Connection, provider: Provider, inv: Inventory,
 
 def update_inventory(conn: Connection, provider: Provider, inv: Inventory,
                      generation: Optional[int]) -> int:
-    """Change one class's existing inventory; Invalid (400) if absent."""
-    resource_classes.ids_for(conn, [inv.resource_class])
+    """Change one class's existing inventory; Invalid (400) if absent,
+    ResourceClassNotFound (404, as Placement answers) for an unknown class."""
+    resource_classes.ids_for(conn, [inv.resource_class],
+                             error=resource_classes.ResourceClassNotFound)
     if inv.resource_class not in get_inventories(conn, provider):
-        raise errors.Invalid(
+        raise NoInventoryRecord(
             f"No inventory record with resource class for resource provider "
-            f"{provider.uuid}: no inventory of class {inv.resource_class} "
-            "found; create it with POST or PUT the whole inventory.")
+            f"{provider.uuid}: No inventory of class {inv.resource_class} "
+            "found. Create it with POST, or PUT the whole inventory.")
     return _apply(conn, provider, {inv.resource_class: inv}, generation, True)
 
 

@@ -31,9 +31,10 @@ def lookup_statement(name_col: Column, id_col: Column) -> Select:
 
 def ids_by_name(conn: Connection, name_col: Column, id_col: Column,
                 names: Iterable[str],
-                explain: Callable[[list[str]], str]) -> dict[str, int]:
-    """name -> id for every name; Invalid(explain(missing)) if any is
-    unknown, so the caller's message names each one."""
+                explain: Callable[[list[str]], str],
+                error: type = errors.Invalid) -> dict[str, int]:
+    """name -> id for every name; error(explain(missing)) (Invalid unless
+    told) if any is unknown, so the caller's message names each one."""
     wanted = sorted(set(names))
     if not wanted:
         return {}
@@ -41,7 +42,7 @@ def ids_by_name(conn: Connection, name_col: Column, id_col: Column,
                               {"names": wanted}).all())
     missing = [n for n in wanted if n not in found]
     if missing:
-        raise errors.Invalid(explain(missing))
+        raise error(explain(missing))
     return found
 
 

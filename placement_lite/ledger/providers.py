@@ -170,8 +170,10 @@ def _check_unique(conn: Connection, name: str, uuid: Optional[str],
     if exclude_id is not None:
         clash = clash.where(_rp.c.id != exclude_id)
     if conn.execute(clash).first() is not None:
+        # Placement words the clash differently on create and on update.
+        what = "" if exclude_id is not None else "name: "
         raise errors.DuplicateName(
-            f"Conflicting resource provider name: {name} already exists.")
+            f"Conflicting resource provider {what}{name} already exists.")
 
 
 def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
@@ -182,14 +184,21 @@ def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
     parent does not exist.
     """
     uuid = uuid or str(uuidlib.uuid4())
+    failed = (f"Unable to create resource provider \"{name}\", {uuid}: "
+              "Object action create failed because: ")
+    if parent_uuid is not None and parent_uuid == uuid:
+        raise errors.Invalid(
+            failed + "parent provider UUID cannot be same as UUID. Please set "
+            "parent provider UUID to None if there is no parent. (A provider "
+            "cannot be its own parent.)")
     _check_unique(conn, name, uuid)
     parent = None
     if parent_uuid is not None:
         parent = find_by_uuid(conn, parent_uuid)
         if parent is None:
             raise errors.Invalid(
-                f"Unable to create resource provider \"{name}\", {uuid}: "
-                f"parent provider UUID {parent_uuid} does not exist.")
+                failed + f"parent provider UUID does not exist. No provider "
+                f"has uuid {parent_uuid}; create the parent first.")
     try:
         new_id = conn.execute(insert(_rp).values(
             uuid=uuid, name=name, generation=0,
@@ -236,27 +245,33 @@ def update_provider(conn: Connection, provider: Provider, name: str,
     _check_unique(conn, name, None, exclude_id=provider.id)
     values: dict = {"name": name, "updated_at": utcnow()}
     moved_root: Optional[int] = None
+    failed = (f"Unable to save resource provider {provider.uuid}: "
+              "Object action update failed because: ")
     if parent_uuid is not UNSET and parent_uuid != provider.parent_uuid:
+        parent = None if parent_uuid is None else find_by_uuid(conn, parent_uuid)
+        if parent_uuid is not None and parent is None:
+            # Placement names the action "create" here too.
+            raise errors.Invalid(
+                f"Unable to save resource provider {provider.uuid}: Object "
+                "action create failed because: parent provider UUID does not "
+                f"exist. No provider has uuid {parent_uuid}.")
         if provider.parent_id is not None and not allow_reparenting:
             raise errors.Invalid(
-                f"Unable to update resource provider {provider.uuid}: "
+                failed
                 + ("re-parenting" if parent_uuid is not None else "un-parenting")
-                + " a provider is not currently allowed (it needs "
-                "microversion 1.37).")
-        if parent_uuid is None:
+                + " a provider is not currently allowed. (Moving a provider "
+                "that has a parent needs microversion 1.37.)")
+        if parent is None:
             values.update(parent_provider_id=None, root_provider_id=provider.id)
             moved_root = provider.id
         else:
-            parent = find_by_uuid(conn, parent_uuid)
-            if parent is None:
-                raise errors.Invalid(
-                    f"Unable to update resource provider {provider.uuid}: "
-                    f"parent provider UUID {parent_uuid} does not exist.")
             if parent.id == provider.id or parent.id in descendant_ids(conn, provider):
+                what = ("a provider cannot be its own parent"
+                        if parent.id == provider.id else
+                        f"{parent_uuid} is below {provider.uuid} in its tree")
                 raise errors.Invalid(
-                    f"Unable to update resource provider {provider.uuid}: "
-                    f"making {parent_uuid} its parent would create a loop in "
-                    "the provider tree, which is not allowed.")
+                    failed + "creating loop in the provider tree is not "
+                    f"allowed. ({what}.)")
             values.update(parent_provider_id=parent.id,
                           root_provider_id=parent.root_id)
             moved_root = parent.root_id
@@ -265,7 +280,7 @@ def update_provider(conn: Connection, provider: Provider, name: str,
         conn.execute(update(_rp).where(_rp.c.id == provider.id).values(**values))
     except IntegrityError:
         raise errors.DuplicateName(
-            f"Conflicting resource provider name: {name} already exists.")
+            f"Conflicting resource provider {name} already exists.")
     if subtree:
         conn.execute(update(_rp).where(_rp.c.id.in_(sorted(subtree)))
                      .values(root_provider_id=moved_root))
@@ -285,13 +300,13 @@ def delete_provider(conn: Connection, provider: Provider) -> None:
                     .limit(1)).first() is not None:
         raise errors.CannotDeleteParent(
             f"Unable to delete parent resource provider {provider.uuid}: "
-            "it has child resource providers; delete or move them first.")
+            "It has child resource providers. Delete or move them first.")
     has_allocations = conn.execute(select(exists().where(
         t.allocations.c.resource_provider_id == provider.id))).scalar()
     if has_allocations:
         raise errors.ProviderInUse(
-            f"Unable to delete resource provider {provider.uuid}: resource "
-            "provider has allocations; delete them first.")
+            f"Unable to delete resource provider {provider.uuid}: Resource "
+            "provider has allocations. Delete them first.")
     for table in (t.inventories, t.resource_provider_traits,
                   t.resource_provider_aggregates):
         conn.execute(delete(table).where(

@@ -2,24 +2,37 @@
 allocations of several consumers in one transaction.
 
 The typical use moves inventory from a provider to new children together
-with the allocations against it. Inside the transaction the order is:
-check every given provider generation; replace the inventories without
-the in-use check (the allocations that would block it are about to move);
-write the consumers' allocations through allocations.replace, which bumps
-the providers, checks capacity and runs the claim checks; and finally
-check that every allocation left on a reshaped provider fits its new
-inventory. Nothing is visible to anyone until all of it holds.
+with the allocations against it. The steps, and with them the generation
+each provider ends at, are Placement's (callers cache generations, so a
+different count would make their next write a spurious 409):
+
+1. lock every provider named in `inventories`, lowest id first, checking
+   the generation the caller gave (409 if stale);
+2. interim inventory: for each provider given a non-empty inventory, the
+   union of what it has and what it is given (nothing is removed yet, so
+   no allocation is orphaned) -- one generation bump;
+3. the consumers' allocations, through allocations.replace, which checks
+   capacity against the interim inventory and bumps each provider it
+   claims on -- one more;
+4. final inventory: exactly what was given, for every provider named --
+   one more. Removing a class that still has allocations is refused
+   (409 inventory in use); shrinking one below its usage is accepted, as
+   everywhere else.
+
+Nothing is visible to anyone until all of it holds.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from placement_lite.ledger import allocations, capacity, errors
+from placement_lite.db import tables as t
+from placement_lite.ledger import allocations, errors
 from placement_lite.ledger import inventories as inv_mod
-from placement_lite.ledger import providers, resource_classes
+from placement_lite.ledger import providers
 from placement_lite.ledger.allocations import ClaimCheck, ConsumerWrite
 
 
@@ -33,9 +46,30 @@ def _provider(conn: Connection, uuid: str) -> providers.Provider:
     found = providers.find_by_uuid(conn, uuid)
     if found is None:
         raise errors.Invalid(
-            f"Resource provider {uuid} in inventories not found; create it "
-            "before reshaping.", code="placement.resource_provider.not_found")
+            f"Resource provider {uuid} in inventories not found: No resource "
+            f"provider with uuid {uuid} found. Create it before reshaping.",
+            code="placement.resource_provider.not_found")
     return found
+
+
+def _stale(uuid: str, actual: int, given: int) -> errors.ConcurrentUpdate:
+    return errors.ConcurrentUpdate(
+        f"resource provider generation conflict for provider {uuid}: "
+        f"actual: {actual}, given: {given}. Re-read the provider and retry.")
+
+
+def _lock(conn: Connection, provider: providers.Provider, seen: int) -> None:
+    """Take the provider's row lock if it is still at generation `seen`,
+    without moving the generation (Placement's count has no bump here)."""
+    rp = t.resource_providers
+    current = conn.execute(select(rp.c.generation).where(rp.c.id == provider.id)
+                           .with_for_update()).scalar()
+    if current is None:
+        raise errors.RaceLost(
+            f"Resource provider {provider.uuid} was deleted meanwhile; "
+            "try again.")
+    if current != seen:
+        raise _stale(provider.uuid, current, seen)
 
 
 def reshape(conn: Connection, inventories: Mapping[str, ProviderInventories],
@@ -47,40 +81,21 @@ def reshape(conn: Connection, inventories: Mapping[str, ProviderInventories],
         provider = _provider(conn, uuid)
         wanted = inventories[uuid]
         if provider.generation != wanted.generation:
-            raise errors.ConcurrentUpdate(
-                f"resource provider generation conflict: resource provider "
-                f"{uuid} is at generation {provider.generation}, the reshape "
-                f"was made against generation {wanted.generation}. Re-read "
-                "the provider and retry.")
+            raise _stale(uuid, provider.generation, wanted.generation)
         for inv in wanted.inventories.values():
             inv_mod.validate(provider, inv, reserved_may_equal_total)
         reshaped.append((provider, wanted))
     # Providers are locked in id order, as every allocation writer does.
-    for provider, wanted in sorted(reshaped, key=lambda p: p[0].id):
-        inv_mod.replace_inventories(conn, provider, dict(wanted.inventories),
-                                    wanted.generation, check_usage=False)
+    reshaped.sort(key=lambda p: p[0].id)
+    for provider, wanted in reshaped:
+        _lock(conn, provider, wanted.generation)
+    for provider, wanted in reshaped:
+        if wanted.inventories:
+            interim = dict(inv_mod.get_inventories(conn, provider))
+            interim.update(wanted.inventories)
+            inv_mod.replace_inventories(conn, provider, interim, None,
+                                        check_usage=False)
     allocations.replace(conn, writes, claim_checks)
-    _check_fits(conn, [provider for provider, _ in reshaped])
-
-
-def _check_fits(conn: Connection, reshaped: list[providers.Provider]) -> None:
-    if not reshaped:
-        return
-    by_id = {p.id: p for p in reshaped}
-    invs = capacity.inventories(conn, by_id)
-    used = capacity.usage(conn, by_id)
-    for (rp_id, rc_id), amount in sorted(used.items()):
-        inv = invs.get((rp_id, rc_id))
-        if inv is not None and amount <= capacity.capacity_of(inv):
-            continue
-        name = resource_classes.names_for(conn, [rc_id])[rc_id]
-        where = (f"'{name}' on resource provider "
-                 f"'{by_id[rp_id].uuid}'")
-        if inv is None:
-            raise errors.InventoryInUse(
-                f"Inventory for {where} in use: {amount} allocated but the "
-                "reshape removes the inventory; move those allocations in "
-                "the same reshape.")
-        raise errors.InventoryInUse(
-            f"Inventory for {where} in use: {amount} allocated, but the "
-            f"reshaped capacity is {capacity.display(capacity.capacity_of(inv))}.")
+    for provider, wanted in reshaped:
+        inv_mod.replace_inventories(conn, provider, dict(wanted.inventories),
+                                    None, check_usage=True)

@@ -62,14 +62,16 @@ def get(conn: Connection, name: str) -> ResourceClass:
 
 
 def _unknown(missing: list[str]) -> str:
-    return (f"Unknown resource class(es): {', '.join(missing)}. Create custom "
+    return (f"No such resource class {', '.join(missing)}. Create custom "
             "classes with PUT /resource_classes/{name} first.")
 
 
-def ids_for(conn: Connection, names: Iterable[str],
-            explain=_unknown) -> dict[str, int]:
-    """name -> id for every name; Invalid (400) naming any unknown ones."""
-    return lookup.ids_by_name(conn, _rc.c.name, _rc.c.id, names, explain)
+def ids_for(conn: Connection, names: Iterable[str], explain=_unknown,
+            error: type = errors.UnknownResourceClass) -> dict[str, int]:
+    """name -> id for every name; UnknownResourceClass (400) naming any
+    unknown ones, or `error` when given."""
+    return lookup.ids_by_name(conn, _rc.c.name, _rc.c.id, names, explain,
+                              error)
 
 
 def names_for(conn: Connection, ids: Iterable[int]) -> dict[int, str]:

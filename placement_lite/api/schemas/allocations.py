@@ -35,6 +35,8 @@ CONSUMER_TYPE = {"type": "string", "pattern": RC_NAME, "minLength": 1,
                  "maxLength": 255}
 MAPPINGS = {
     "type": "object",
+    # An empty mappings object is refused, as Placement refuses it.
+    "minProperties": 1,
     "patternProperties": {
         "^[a-zA-Z0-9_-]{0,64}$": {"type": "array", "minItems": 1,
                                   "items": UUID}},
