@@ -12,6 +12,7 @@ from placement_lite.api.metrics import Metrics
 from placement_lite.api.microversion import MicroversionMiddleware
 from placement_lite.api.middleware import (
     AccessLogMiddleware, InputLimitsMiddleware, RequestIdMiddleware)
+from placement_lite.api.paths import UuidPathMiddleware
 from placement_lite.api.policy import Policy
 from placement_lite.api.services import Services
 from placement_lite.config import Settings
@@ -77,6 +78,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         *([cors_mw] if cors_mw else []),
         InputLimitsMiddleware(settings.max_body_bytes, settings.max_query_params),
         MicroversionMiddleware(),
+        UuidPathMiddleware(),
         AuthMiddleware(settings.auth, policy,
                        default_token=settings.noauth2_default_token),
     ]
