@@ -33,6 +33,7 @@ from sqlalchemy.engine import Connection
 from placement_lite.candidates import filters
 from placement_lite.candidates.request import CandidateRequest, RequestGroup
 from placement_lite.db import tables as t
+from placement_lite.ledger import capacity
 
 RP = t.resource_providers
 FIRST_SPAN = 256
@@ -361,7 +362,8 @@ class Search:
         for rp, rc, total, reserved, ratio, max_unit, used in self.conn.execute(
                 query, params or {}):
             facts.inventory[(rp, rc)] = (
-                int((total - reserved) * ratio), int(used or 0), max_unit)
+                int(capacity.capacity_from(total, reserved, ratio)),
+                int(used or 0), max_unit)
 
     def _read_roots(self, lo: int, hi: int, facts: Facts) -> None:
         """Anchor facts: root_required, and the unnumbered group's aggregates

@@ -16,7 +16,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
-from placement_lite.ledger import lookup, resource_classes
+from placement_lite.ledger import capacity, lookup, resource_classes
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
@@ -127,6 +127,8 @@ def capacity_conditions(inv, amount: int) -> list:
         (amt % inv.c.step_size) == 0,
         (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio
         >= used_subquery(inv) + amt,
+        # A stored NaN ratio would pass the comparison above on PostgreSQL.
+        capacity.ratio_is_finite(inv.c.allocation_ratio),
     ]
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from placement_lite.candidates.engine import Result, chunks
 from placement_lite.candidates.filters import used_subquery
 from placement_lite.db import tables as t
+from placement_lite.ledger import capacity
 
 
 class Summary(NamedTuple):
@@ -119,7 +120,8 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
                 stmt, params).all():
             found = resources.get(pid)
             if found is not None:
-                found.append((name, int((total - reserved) * ratio),
+                found.append((name, int(capacity.capacity_from(
+                                  total, reserved, ratio)),
                               int(usage or 0)))
 
     traits: dict = {}
