@@ -16,6 +16,7 @@ import logging
 import falcon
 from sqlalchemy.exc import DBAPIError
 
+from placement_lite.api import echo
 from placement_lite.db.engine import is_retryable_db_error
 from placement_lite.ledger import errors as lerr
 
@@ -27,7 +28,8 @@ CODE_MICROVERSION = (1, 23)
 class ApiError(falcon.HTTPError):
     def __init__(self, status, detail: str, code: str = DEFAULT_CODE,
                  headers=None, extra: dict | None = None):
-        super().__init__(status, description=detail, headers=headers)
+        # Whoever built the detail, an echoed value in it stays short.
+        super().__init__(status, description=echo.bound(detail), headers=headers)
         self.code = code
         self.extra = extra or {}
 

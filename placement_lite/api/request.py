@@ -1,7 +1,19 @@
-"""Reading request bodies and query strings, validated by jsonschema."""
+"""Reading request bodies and query strings, validated by jsonschema.
+
+What passes here is safe to hand to the domain and the database: JSON
+with no NaN or infinities (which are not JSON, and which would make a
+capacity comparison false), no lone surrogates or NUL characters (which
+no database column can hold), no integer wider than 64 bits, and nothing
+nested deeper than MAX_JSON_DEPTH. Errors start with Placement's own
+phrase for the condition ("Malformed JSON", "JSON does not validate",
+"Invalid query string parameters"), then name the field and say what
+was wrong, quoting values bounded (api/echo.py).
+"""
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any, Mapping
 
 import falcon
@@ -9,58 +21,225 @@ import jsonschema
 from jsonschema import Draft7Validator, FormatChecker
 
 from placement_lite.api import errors
+from placement_lite.api.echo import quote, quote_str
+
+MAX_JSON_DEPTH = 32
+# Every integer column is at most 64 bits wide; a wider number reaching
+# a query is an overflow in the driver, not an answer.
+MAX_INT = 2**63 - 1
 
 _FORMAT_CHECKER = FormatChecker()
 _VALIDATORS: dict[int, Draft7Validator] = {}
-MAX_JSON_DEPTH = 32
+
+PHRASE_BODY = "JSON does not validate"
+PHRASE_QUERY = "Invalid query string parameters"
+PHRASE_MALFORMED = "Malformed JSON"
+
+
+def _finite_number(checker, instance) -> bool:
+    # jsonschema's "number" admits float('nan') and the infinities; a
+    # capacity computed from one compares false (or true) whatever it is
+    # compared with.
+    return (Draft7Validator.TYPE_CHECKER.is_type(instance, "number")
+            and not (isinstance(instance, float) and not math.isfinite(instance)))
+
+
+_Validator = jsonschema.validators.extend(
+    Draft7Validator,
+    type_checker=Draft7Validator.TYPE_CHECKER.redefine("number", _finite_number))
 
 
 def _validator(schema: Mapping) -> Draft7Validator:
     key = id(schema)
     validator = _VALIDATORS.get(key)
     if validator is None:
-        validator = Draft7Validator(schema, format_checker=_FORMAT_CHECKER)
+        validator = _Validator(schema, format_checker=_FORMAT_CHECKER)
         _VALIDATORS[key] = validator
     return validator
 
 
-def _where(error: jsonschema.ValidationError) -> str:
-    path = "/".join(str(p) for p in error.absolute_path)
-    return f" at '{path}'" if path else ""
+def _path_text(path) -> str:
+    parts = []
+    for part in path:
+        if isinstance(part, str):
+            text = quote_str(part, 40)[1:-1] if len(part) > 40 else part
+            parts.append(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        else:
+            parts.append(str(part))
+    return "/".join(parts)
+
+
+def _where(path) -> str:
+    text = _path_text(path)
+    return f" at '{text}'" if text else ""
+
+
+# -- what a schema failure says ---------------------------------------------
+
+def _is_uuid_pattern(pattern) -> bool:
+    # Our uuid patterns (schemas/*.UUID) are the only ones spelling out
+    # eight hex digits; recognising them keeps a regex out of the message.
+    return isinstance(pattern, str) and "[0-9a-fA-F]{8}" in pattern
+
+
+UUID_HINT = " A UUID is 32 hex digits, with or without dashes, in either case."
+
+
+def _uuid_words(value) -> str:
+    return f"{quote(value)} is not a valid UUID (is not a 'uuid')"
+
+
+def _extra_keys(err: jsonschema.ValidationError) -> list:
+    schema, instance = err.schema, err.instance
+    if not isinstance(instance, dict):
+        return []
+    known = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    return [key for key in instance if key not in known
+            and not any(re.search(p, key) for p in patterns)]
+
+
+def _describe(err: jsonschema.ValidationError) -> tuple[str, str]:
+    """(what was wrong, the validator to name), quoting values bounded."""
+    validator = err.validator
+    if validator == "format" and err.validator_value == "uuid":
+        return _uuid_words(err.instance), "format"
+    if validator == "pattern" and _is_uuid_pattern(err.validator_value):
+        # A uuid pattern stands in for the 'uuid' format Placement uses.
+        return _uuid_words(err.instance), "format"
+    if validator == "additionalProperties":
+        extras = _extra_keys(err)
+        patterns = list(err.schema.get("patternProperties", {}))
+        shown = ", ".join(quote_str(k, 60) for k in extras[:3])
+        more = f" and {len(extras) - 3} more" if len(extras) > 3 else ""
+        if patterns and all(_is_uuid_pattern(p) for p in patterns):
+            return (f"{shown}{more} does not match any of the regexes: "
+                    "not a valid UUID", validator)
+        if patterns:
+            return (f"{shown}{more} does not match any of the regexes: "
+                    + ", ".join(repr(p) for p in sorted(patterns)), validator)
+        verb = "was" if len(extras) == 1 else "were"
+        return (f"Additional properties are not allowed ({shown}{more} {verb} "
+                "unexpected)", validator)
+    message = err.message
+    if isinstance(err.instance, (str, list, dict, int, float)) and not isinstance(
+            err.instance, bool):
+        full = repr(err.instance)
+        if len(full) > 80 or "\\" in full:
+            message = message.replace(full, quote(err.instance))
+    return message, validator
+
+
+def _schema_path(err: jsonschema.ValidationError) -> str:
+    inner = "".join(f"[{p!r}]" for p in list(err.relative_schema_path)[:-1])
+    return f"schema{inner}"
+
+
+def _phrase(what: str) -> str:
+    return {"JSON body": PHRASE_BODY, "Query string": PHRASE_QUERY}.get(
+        what, f"{what} is invalid")
 
 
 def validate(data: Any, schema: Mapping, what: str = "JSON body") -> None:
-    """400 naming the offending field; the first error by schema path."""
+    """400 naming the offending field; the first error by schema path.
+
+    The detail reads like Placement's ("JSON does not validate: ...
+    Failed validating 'maxLength' in schema[...]"), without its dump of
+    the schema and the instance.
+    """
     validator = _validator(schema)
     errs = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errs:
         best = jsonschema.exceptions.best_match(errs) or errs[0]
+        words, failed = _describe(best)
+        hint = UUID_HINT if "not a valid UUID" in words else ""
         raise errors.bad_request(
-            f"{what} does not match the schema{_where(best)}: {best.message}")
+            f"{_phrase(what)}: {words}{_where(best.absolute_path)}.{hint} "
+            f"Failed validating {failed!r} in {_schema_path(best)}.")
+    _check_ints(data, what)
 
 
-def _inspect(value: Any, limit: int) -> tuple[int, bool]:
-    """(nesting depth, whether any string or key holds a NUL character).
-
-    Iterative so a hostile body cannot exhaust the Python stack; stops
-    early once the depth is over `limit`.
-    """
-    stack = [(value, 1)]
-    deepest = 0
-    nul = False
+def _check_ints(data: Any, what: str) -> None:
+    """No integer wider than a database column, wherever the schema let
+    one through (a generation, an id, a limit without a maximum)."""
+    stack = [(data, ())]
     while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            return deepest, nul
+        node, path = stack.pop()
         if isinstance(node, dict):
-            nul = nul or any("\x00" in key for key in node)
-            stack.extend((child, depth + 1) for child in node.values())
+            stack.extend((v, path + (k,)) for k, v in node.items())
         elif isinstance(node, list):
-            stack.extend((child, depth + 1) for child in node)
-        elif isinstance(node, str) and "\x00" in node:
-            nul = True
-    return deepest, nul
+            stack.extend((v, path + (i,)) for i, v in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool) and not (
+                -MAX_INT - 1 <= node <= MAX_INT):
+            raise errors.bad_request(
+                f"{_phrase(what)}: {quote(node)}{_where(path)} is out of range: "
+                f"integers must lie between {-MAX_INT - 1} and {MAX_INT}.")
+
+
+# -- parsing -----------------------------------------------------------------
+
+class _NotJson:
+    """Where the parser met NaN, Infinity or a number too large for a
+    float: kept as a marker so the error can name its field."""
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _parse_float(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else _NotJson(text)
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _string_problem(text: str, is_key: bool, path) -> str | None:
+    what = f"the {'key' if is_key else 'string'}{_where(path)}, {quote(text)},"
+    if "\x00" in text:
+        # No name or id here may hold one, and PostgreSQL cannot store it.
+        return f"{what} contains a NUL (\\u0000) character"
+    if _has_surrogate(text):
+        # Not a character: no database can store it, no response encode it.
+        return (f"{what} contains a lone surrogate (\\ud800-\\udfff), which "
+                "is not a Unicode character")
+    return None
+
+
+def _inspect(value: Any, limit: int) -> str | None:
+    """The first reason `value` cannot be accepted, naming where it is:
+    nesting deeper than `limit`, NaN or an infinity, NUL, or a lone
+    surrogate in a string or key. Iterative so a hostile body cannot
+    exhaust the Python stack."""
+    stack = [(value, 1, ())]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > limit:
+            return f"JSON body is nested deeper than {limit} levels"
+        if isinstance(node, dict):
+            for key, child in node.items():
+                problem = _string_problem(key, True, path + (key,))
+                if problem:
+                    return problem
+                stack.append((child, depth + 1, path + (key,)))
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1, path + (i,))
+                         for i, child in enumerate(node))
+        elif isinstance(node, str):
+            problem = _string_problem(node, False, path)
+            if problem:
+                return problem
+        elif isinstance(node, _NotJson):
+            return (f"{quote_str(node.text, 40)[1:-1]}{_where(path)} is not a JSON "
+                    "number: JSON has no NaN or infinities, and numbers must "
+                    "fit a double")
+    return None
 
 
 def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
@@ -77,23 +256,22 @@ def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise errors.bad_request("Malformed JSON: the body is not UTF-8.")
+        raise errors.bad_request(f"{PHRASE_MALFORMED}: the body is not UTF-8.")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_NotJson, parse_float=_parse_float)
     except RecursionError:
         raise errors.bad_request(
-            f"JSON body is nested deeper than {MAX_JSON_DEPTH} levels.")
+            f"{PHRASE_MALFORMED}: JSON body is nested deeper than "
+            f"{MAX_JSON_DEPTH} levels.")
     except ValueError as exc:
-        raise errors.bad_request(f"Malformed JSON: {exc}")
-    depth, nul = _inspect(data, MAX_JSON_DEPTH)
-    if depth > MAX_JSON_DEPTH:
-        raise errors.bad_request(
-            f"JSON body is nested deeper than {MAX_JSON_DEPTH} levels.")
-    if nul:
-        # No name or id here may hold one, and PostgreSQL cannot store it.
-        raise errors.bad_request("JSON body contains a NUL (\\u0000) character.")
+        raise errors.bad_request(f"{PHRASE_MALFORMED}: {exc}")
+    problem = _inspect(data, MAX_JSON_DEPTH)
+    if problem:
+        raise errors.bad_request(f"{PHRASE_MALFORMED}: {problem}.")
     if schema is not None:
         validate(data, schema)
+    else:
+        _check_ints(data, "JSON body")
     return data
 
 
@@ -109,7 +287,7 @@ def query(req: falcon.Request, schema: Mapping | None = None,
             params[name] = value if isinstance(value, list) else [value]
         elif isinstance(value, list):
             raise errors.bad_request(
-                f"Query parameter {name!r} may appear only once.",
+                f"{PHRASE_QUERY}: {quote_str(name, 60)} may appear only once.",
                 code="placement.query.duplicate_key")
         else:
             params[name] = value
