@@ -11,7 +11,8 @@ from placement_lite.api.auth import AuthMiddleware
 from placement_lite.api.metrics import Metrics
 from placement_lite.api.microversion import MicroversionMiddleware
 from placement_lite.api.middleware import (
-    AccessLogMiddleware, InputLimitsMiddleware, RequestIdMiddleware)
+    AccessLogMiddleware, HttpRulesMiddleware, InputLimitsMiddleware,
+    RequestIdMiddleware)
 from placement_lite.api.paths import UuidPathMiddleware
 from placement_lite.api.policy import Policy
 from placement_lite.api.services import Services
@@ -49,6 +50,44 @@ OWN_API_MODULES = frozenset({
 })
 
 
+# The order methods are listed in an Allow header.
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+class Router(falcon.routing.CompiledRouter):
+    """Falcon's router with Placement's answers for methods a route does
+    not serve: 405 whose Allow lists the route's own methods, and OPTIONS
+    is one of them only when CORS is on (without CORS, Placement answers
+    OPTIONS with 405 like any other unserved method)."""
+
+    def __init__(self, options_allowed: bool = False):
+        super().__init__()
+        self.options_allowed = options_allowed
+
+    def map_http_methods(self, resource, **kwargs):
+        method_map = super().map_http_methods(resource, **kwargs)
+        allowed = [m for m in _METHOD_ORDER if m in method_map
+                   or (m == "OPTIONS" and self.options_allowed)]
+        if self.options_allowed and "OPTIONS" not in method_map:
+            method_map["OPTIONS"] = _options_responder(allowed)
+
+        def method_not_allowed(req, resp, **_params):
+            raise errors.not_allowed(req.method, allowed)
+
+        for method in falcon.constants.COMBINED_METHODS:
+            method_map.setdefault(method, method_not_allowed)
+        return method_map
+
+
+def _options_responder(allowed):
+    allow = ", ".join(allowed)
+
+    def on_options(req, resp, **_params):
+        resp.status = falcon.HTTP_200
+        resp.set_header("Allow", allow)
+    return on_options
+
+
 def routes():
     for name in API_MODULES:
         module = importlib.import_module(name)
@@ -71,13 +110,14 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     cors_mw = cors.from_settings(settings)
     # Held so the access log can name the route of a request refused
     # before routing (401, 413...), not just "unmatched".
-    router = falcon.routing.CompiledRouter()
+    router = Router(options_allowed=cors_mw is not None)
     middleware = [
         RequestIdMiddleware(),
         AccessLogMiddleware(settings.log_format, observers, router=router),
         *([cors_mw] if cors_mw else []),
         InputLimitsMiddleware(settings.max_body_bytes, settings.max_query_params),
         MicroversionMiddleware(),
+        HttpRulesMiddleware(),
         UuidPathMiddleware(),
         AuthMiddleware(settings.auth, policy,
                        default_token=settings.noauth2_default_token),
@@ -86,6 +126,9 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     app.req_options.keep_blank_qs_values = True
     app.req_options.auto_parse_qs_csv = False
     app.resp_options.secure_cookies_by_default = False
+    # A response without a body carries no Content-Type (HttpRulesMiddleware
+    # names JSON for bodies that do not name a type).
+    app.resp_options.default_media_type = None
     table = list(routes())
     own = {template for name in OWN_API_MODULES
            for template, _r in importlib.import_module(name).ROUTES}

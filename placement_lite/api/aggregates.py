@@ -36,6 +36,9 @@ class ProviderAggregates:
     @versioned("1.1")
     def on_put(self, req, resp, uuid):
         version = req.context.microversion
+        # An unknown provider is a 404 whatever the body, as in Placement.
+        with self.services.db.read() as conn:
+            providers.get_by_uuid(conn, uuid)
         data = request.json_body(req, schema.UPDATE.at(version))
         checked = WITH_GENERATION.at(version)
         wanted = data["aggregates"] if checked else data
@@ -46,10 +49,12 @@ class ProviderAggregates:
             providers.check_generation(provider, seen)
             generation = aggregates.set_provider_aggregates(
                 conn, provider, wanted, seen, bump=checked)
-            return aggregates.provider_aggregates(conn, provider), generation
+            return generation
 
-        found, generation = self.services.db.run_write(replace)
-        self._send(req, resp, found, generation)
+        # The answer lists the aggregates in the order they were sent, as
+        # Placement's does (the set stored is exactly that list's).
+        generation = self.services.db.run_write(replace)
+        self._send(req, resp, list(wanted), generation)
 
 
 ROUTES = [("/resource_providers/{uuid}/aggregates", ProviderAggregates)]

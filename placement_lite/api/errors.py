@@ -1,19 +1,29 @@
-"""API-WG error JSON, and the one map from domain errors to HTTP statuses.
+"""Error bodies, and the one map from domain errors to HTTP statuses.
 
-Every error response body is
+On Placement's routes and our /quota and /v1 routes an error body is
+API-WG JSON:
   {"errors": [{"status": 409, "title": "Conflict", "detail": "...",
                "code": "placement.concurrent_update", "request_id": "req-..."}]}
 with `code` present from microversion 1.23, as in Placement; on the routes
 of our own APIs beside Placement's (unified limits, quota, leases), which
-that cut-off never applied to, always.
+that cut-off never applied to, always. As in Placement, a caller whose
+Accept header prefers HTML gets the error as an HTML page, and one that
+accepts neither HTML nor JSON gets plain text (no Accept, or */*, is JSON).
+
+Under /v3 (the Keystone-compatible limits, projects and catalog) errors
+are always Keystone's JSON, which keystoneauth, openstacksdk, osc and
+oslo.limit read the reason from:
+  {"error": {"code": 409, "title": "Conflict", "message": "..."}}
 """
 from __future__ import annotations
 
 import functools
+import html
 import json
 import logging
 
 import falcon
+from falcon.util import mediatypes
 from sqlalchemy.exc import DBAPIError
 
 from placement_lite.api import echo
@@ -68,6 +78,42 @@ def from_domain(exc: lerr.LedgerError) -> ApiError:
     return ApiError(falcon.HTTP_500, exc.detail, exc.code)
 
 
+def is_keystone_path(path: str) -> bool:
+    """Whether `path` (below the app's root) answers errors in Keystone's
+    shape."""
+    return path == "/v3" or path.startswith("/v3/")
+
+
+JSON, HTML, TEXT = "application/json", "text/html", "text/plain"
+
+
+def error_media_type(req: falcon.Request) -> str:
+    """The form of an error body the caller asked for: JSON unless the
+    Accept header prefers HTML to it, or accepts neither (plain text).
+    Ties go to JSON; a header we cannot parse gets JSON."""
+    accept = (req.get_header("Accept") or "").strip()
+    if not accept or accept == "*/*":
+        return JSON
+    try:
+        json_q = mediatypes.quality(JSON, accept)
+        html_q = mediatypes.quality(HTML, accept)
+    except ValueError:
+        return JSON
+    if json_q == 0 and html_q == 0:
+        return TEXT
+    return HTML if html_q > json_q else JSON
+
+
+def _html_page(status_line: str, detail: str, request_id) -> str:
+    lines = ["<html>", " <head>", f"  <title>{html.escape(status_line)}</title>",
+             " </head>", " <body>", f"  <h1>{html.escape(status_line)}</h1>",
+             f"  <p>{html.escape(detail)}</p>"]
+    if request_id:
+        lines.append(f"  <p>Request id: {html.escape(request_id)}</p>")
+    lines += [" </body>", "</html>", ""]
+    return "\n".join(lines)
+
+
 def _code_allowed(req, always: frozenset) -> bool:
     # uri_template is set once routing found the route; errors raised
     # before that (413, 406...) follow the microversion alone.
@@ -80,11 +126,28 @@ def _code_allowed(req, always: frozenset) -> bool:
 def serialize(req: falcon.Request, resp: falcon.Response,
               exc: falcon.HTTPError, code_always: frozenset = frozenset()) -> None:
     status_code = int(exc.status_code)
+    title = falcon.code_to_http_status(status_code)[4:]
+    detail = exc.description or exc.title or ""
+    request_id = getattr(req.context, "request_id", None)
+    if is_keystone_path(req.path):
+        resp.content_type = falcon.MEDIA_JSON
+        resp.text = json.dumps({"error": {
+            "code": status_code, "title": title, "message": detail}})
+        return
+    kind = error_media_type(req)
+    if kind == HTML:
+        resp.content_type = "text/html; charset=UTF-8"
+        resp.text = _html_page(f"{status_code} {title}", detail, request_id)
+        return
+    if kind == TEXT:
+        resp.content_type = "text/plain; charset=UTF-8"
+        resp.text = f"{status_code} {title}\n\n{detail}\n"
+        return
     err = {
         "status": status_code,
-        "title": falcon.code_to_http_status(status_code)[4:],
-        "detail": exc.description or exc.title or "",
-        "request_id": getattr(req.context, "request_id", None),
+        "title": title,
+        "detail": detail,
+        "request_id": request_id,
     }
     if _code_allowed(req, code_always):
         err["code"] = getattr(exc, "code", None) or DEFAULT_CODE
@@ -117,10 +180,31 @@ def handle_db_error(req, resp, exc, params):
     handle_unexpected(req, resp, exc, params)
 
 
+NOT_FOUND_PHRASE = "The resource could not be found."
+
+
+def not_allowed(method: str, allowed) -> ApiError:
+    """405 with the Allow header listing what the route does serve."""
+    allow = ", ".join(allowed)
+    return ApiError(
+        falcon.HTTP_405,
+        f"The method {method} is not allowed for this resource. "
+        f"It serves {allow}." if allow else
+        f"The method {method} is not allowed for this resource.",
+        headers={"Allow": allow} if allow else None)
+
+
+def handle_route_not_found(req, resp, exc, params):
+    path = req.path if len(req.path) <= 120 else req.path[:120] + "…"
+    raise not_found(f"{NOT_FOUND_PHRASE} No API route matches {path}; "
+                    "GET / lists the API versions.")
+
+
 def install(app: falcon.App, code_always: frozenset = frozenset()) -> None:
     """`code_always`: route templates whose errors carry `code` at any
     microversion."""
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(lerr.LedgerError, handle_domain_error)
     app.add_error_handler(DBAPIError, handle_db_error)
+    app.add_error_handler(falcon.HTTPRouteNotFound, handle_route_not_found)
     app.set_error_serializer(functools.partial(serialize, code_always=code_always))

@@ -190,6 +190,7 @@ class MetricsResource:
 
     policies: dict = {}
     public_methods = READS
+    produces = None  # one text format, whatever a scraper's Accept says
 
     def __init__(self, services):
         self.metrics: Metrics = services.extras["metrics"]

@@ -7,7 +7,6 @@ API compares version numbers by hand.
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any, Generic, Iterable, NamedTuple, Optional, Sequence, TypeVar
 
 import falcon
@@ -17,7 +16,6 @@ from placement_lite.api import errors
 
 SERVICE_TYPE = "placement"
 HEADER = "OpenStack-API-Version"
-_VERSION_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 
 
 class Version(NamedTuple):
@@ -29,10 +27,16 @@ class Version(NamedTuple):
 
     @classmethod
     def parse(cls, text: str) -> "Version":
-        match = _VERSION_RE.match(text.strip())
-        if not match:
-            raise ValueError(f"invalid version string: {text!r}")
-        return cls(int(match.group(1)), int(match.group(2)))
+        """'X.Y' with whole numbers, read as Placement reads it: each part
+        as an integer, so '1.05' is 1.5 and '1.2.3' is no version."""
+        major, dot, minor = text.partition(".")
+        try:
+            if not dot:
+                raise ValueError
+            return cls(int(major), int(minor))
+        except ValueError:
+            shown = text if len(text) <= 40 else text[:40] + "…"
+            raise ValueError(f"invalid version string: {shown}") from None
 
 
 def v(text: str) -> Version:
@@ -44,30 +48,35 @@ MAX_VERSION = v("1.39")
 
 
 class MicroversionMiddleware:
+    """Reads `OpenStack-API-Version: placement X.Y` (or `latest`); no
+    header means the minimum. A value that is no version is a 400, a
+    version outside the range served a 406 (saying the range, as
+    Placement's error does in `min_version`/`max_version`)."""
+
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.microversion = MIN_VERSION
         headers = {k.lower(): val for k, val in req.headers.items()}
-        try:
-            raw = microversion_parse.get_version(
-                headers, service_type=SERVICE_TYPE)
-        except ValueError as exc:
-            raise errors.bad_request(f"invalid version string: {exc}")
+        raw = microversion_parse.get_version(headers, service_type=SERVICE_TYPE)
         if raw is None:
             return
-        if raw.strip() == "latest":
+        if raw == "latest":
             req.context.microversion = MAX_VERSION
             return
         try:
             wanted = Version.parse(raw)
-        except ValueError:
+        except ValueError as exc:
             raise errors.bad_request(
-                f"Invalid microversion {raw!r}: expected 'placement X.Y' or "
-                "'placement latest'.")
+                f"Invalid microversion: {exc}. Send 'placement X.Y' with X and "
+                f"Y whole numbers (this service supports {MIN_VERSION} to "
+                f"{MAX_VERSION}) or 'placement latest'.")
         if not MIN_VERSION <= wanted <= MAX_VERSION:
+            shown = raw if len(raw) <= 40 else raw[:40] + "…"
             raise errors.ApiError(
                 falcon.HTTP_406,
-                f"Unacceptable version header: {raw}. This service supports "
-                f"{MIN_VERSION} to {MAX_VERSION}.")
+                f"Invalid microversion: Unacceptable version header: {shown}. "
+                f"This service supports placement {MIN_VERSION} to {MAX_VERSION}.",
+                extra={"min_version": str(MIN_VERSION),
+                       "max_version": str(MAX_VERSION)})
         req.context.microversion = wanted
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:
@@ -93,6 +102,7 @@ def versioned(min_version: str, max_version: Optional[str] = None):
         def inner(self, req, resp, *args, **kwargs):
             if not lo <= req.context.microversion <= hi:
                 raise errors.not_found(
+                    f"{errors.NOT_FOUND_PHRASE} "
                     f"{req.method} {req.path} is not available at microversion "
                     f"{req.context.microversion} (needs {lo} or later"
                     + (f", up to {hi})." if max_version else ")."))

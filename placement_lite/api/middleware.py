@@ -1,4 +1,5 @@
-"""Cross-cutting request work: request ids and the one log line."""
+"""Cross-cutting request work: request ids, the one log line, input
+limits and the HTTP rules every route shares."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import time
 import uuid
 
 import falcon
+from falcon.util import mediatypes
 
 from placement_lite.api import errors
 
@@ -75,7 +77,10 @@ class InputLimitsMiddleware:
         self.max_query_params = max_query_params
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        length = req.content_length
+        try:
+            length = req.content_length
+        except falcon.HTTPInvalidHeader:
+            length = None  # HttpRulesMiddleware says what is wrong with it
         if length is not None and length > self.max_body_bytes:
             raise errors.ApiError(
                 falcon.HTTP_413,
@@ -90,3 +95,70 @@ class InputLimitsMiddleware:
         # even compare against it: refuse it before any query sees it.
         if "\x00" in req.path or "\x00" in query or "%00" in query:
             raise errors.bad_request("The URL contains a NUL (%00) character.")
+
+
+def _shown(value: str, limit: int = 100) -> str:
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
+class HttpRulesMiddleware:
+    """The HTTP rules Placement applies to every route:
+
+    - Content-Length must be an integer, and a request with a body must
+      say what its Content-Type is (400, before routing);
+    - a GET or HEAD whose resource answers in JSON needs an Accept header
+      that admits JSON (406); no Accept, or one we cannot parse, admits
+      anything. A resource that answers in another form, or in any form
+      the caller wants (the version document, health and metrics probes),
+      says so with `produces` (None: no check);
+    - a 201 or 204 without a body carries no Content-Type, as in
+      Placement (other bodiless answers, such as a CORS preflight's 200,
+      keep one: WSGI's validator wants it on every status but 204/304).
+    """
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        raw = req.get_header("Content-Length")
+        if raw is None:
+            return
+        try:
+            length = int(raw.strip())
+        except ValueError:
+            length = -1
+        if length < 0:
+            raise errors.bad_request(
+                "content-length header must be an integer: got "
+                f"{_shown(raw)!r}.")
+        if length > 0 and not req.content_type:
+            raise errors.bad_request(
+                "content-type header required when content-length > 0: this "
+                f"request has a {length}-byte body; send it as JSON with "
+                "Content-Type: application/json.")
+
+    def process_resource(self, req, resp, resource, params) -> None:
+        if req.method not in ("GET", "HEAD") or resource is None:
+            return
+        if not hasattr(resource, "on_" + req.method.lower()):
+            return  # the 405 says more than a 406 would
+        produces = getattr(resource, "produces", falcon.MEDIA_JSON)
+        accept = req.get_header("Accept")
+        if produces is None or not accept:
+            return
+        try:
+            acceptable = mediatypes.quality(produces, accept) > 0
+        except ValueError:
+            return
+        if not acceptable:
+            raise errors.ApiError(
+                falcon.HTTP_406,
+                f"Only {produces} is provided: the Accept header "
+                f"({_shown(accept)}) does not admit it.")
+
+    def process_response(self, req, resp, resource, req_succeeded) -> None:
+        # The app has no default media type (create_app), so a type is set
+        # here for bodies whose responder did not name one.
+        bodiless = (resp.text is None and resp.data is None
+                    and resp.media is None and resp.stream is None)
+        if bodiless and resp.status_code in (201, 204):
+            resp.content_type = None
+        elif resp.content_type is None:
+            resp.content_type = falcon.MEDIA_JSON

@@ -14,6 +14,8 @@ LOG = logging.getLogger(__name__)
 class Root:
     policies: dict = {}
     public_methods = READS
+    # Version discovery answers whatever the caller accepts, as Placement's.
+    produces = None
 
     def __init__(self, services):
         self.services = services
@@ -26,11 +28,14 @@ class Root:
             "status": "CURRENT",
             "links": [render.link("self", "")],
         }]})
+        render.cache_headers(req, resp)
 
 
 class Healthcheck:
     policies: dict = {}
     public_methods = READS
+    # Probes send whatever Accept their tool sends; they read the status.
+    produces = None
 
     def __init__(self, services):
         self.db = services.db

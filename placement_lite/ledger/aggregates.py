@@ -19,11 +19,12 @@ _rpa = t.resource_provider_aggregates
 
 
 def provider_aggregates(conn: Connection, provider: Provider) -> list[str]:
-    """The aggregate uuids of one provider, sorted."""
+    """The aggregate uuids of one provider, in the order the aggregates
+    were first used (Placement's order: its query reads them by id)."""
     return list(conn.scalars(
         select(_agg.c.uuid).join(_rpa, _rpa.c.aggregate_id == _agg.c.id)
         .where(_rpa.c.resource_provider_id == provider.id)
-        .order_by(_agg.c.uuid)))
+        .order_by(_agg.c.id)))
 
 
 def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
