@@ -156,7 +156,32 @@ def serialize(req: falcon.Request, resp: falcon.Response,
     resp.text = json.dumps({"errors": [err]})
 
 
+def _how_to_find_out(req) -> str:
+    path = req.path
+    if path.startswith("/allocations/"):
+        return f"GET {path} shows whether the allocations were written."
+    if path == "/allocations":
+        return ("GET /allocations/{consumer_uuid} for each consumer in the "
+                "request shows whether the allocations were written.")
+    if path == "/reshaper":
+        return ("GET the inventories and allocations of the providers and "
+                "consumers in the request to see whether the reshape was applied.")
+    return f"Read the resource back (GET {path}) before deciding whether to retry."
+
+
+def outcome_unknown(req, exc: lerr.OutcomeUnknown) -> ApiError:
+    LOG.error("outcome unknown for %s %s (request %s): %s", req.method, req.path,
+              getattr(req.context, "request_id", "-"), exc.detail)
+    return ApiError(
+        falcon.HTTP_503,
+        f"The outcome of this request is unknown: {exc.detail} "
+        f"Do not repeat it blindly. {_how_to_find_out(req)}",
+        exc.code)
+
+
 def handle_domain_error(req, resp, exc, params):
+    if isinstance(exc, lerr.OutcomeUnknown):
+        raise outcome_unknown(req, exc)
     raise from_domain(exc)
 
 

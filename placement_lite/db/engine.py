@@ -26,8 +26,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# MySQL: deadlock, lock wait timeout, Galera certification failure (1213 too),
-# lost connection during commit is NOT retried (the outcome is unknown).
+# MySQL: deadlock, lock wait timeout, Galera certification failure (1213 too).
+# A connection lost during COMMIT is never retried: the first attempt may
+# have been stored (see Database.write).
 _MYSQL_RETRY_CODES = {1205, 1213}
 # PostgreSQL SQLSTATEs: serialization_failure, deadlock_detected.
 _PG_RETRY_STATES = {"40001", "40P01"}
@@ -136,14 +137,37 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        with self._writer.begin() as conn:
-            yield conn
+        """One write transaction. A connection lost while COMMIT was on its
+        way leaves the outcome unknown (the server may have committed
+        before the connection dropped): that raises OutcomeUnknown, never
+        an error a caller or `run_write` would take for a clean failure."""
+        with self._writer.connect() as conn:
+            trans = conn.begin()
+            try:
+                yield conn
+            except BaseException:
+                trans.rollback()
+                raise
+            try:
+                trans.commit()
+            except DBAPIError as exc:
+                if not exc.connection_invalidated:
+                    raise
+                # Imported here: ledger.errors imports this module.
+                from placement_lite.ledger.errors import OutcomeUnknown
+                LOG.error("connection lost during COMMIT: the outcome of this "
+                          "write is unknown (%s)", exc.orig)
+                raise OutcomeUnknown(
+                    "The database connection was lost while the write was "
+                    "being committed, so whether it was stored is unknown.") from exc
 
     def run_write(self, fn: Callable[[Connection], T], retries: int | None = None) -> T:
         """Run fn(conn) in a write transaction, retrying in a NEW transaction.
 
         Never retries inside the transaction that lost: the failed one is
-        rolled back and fn re-reads everything it depends on.
+        rolled back and fn re-reads everything it depends on. Never retries
+        a write whose COMMIT lost its connection (OutcomeUnknown): running
+        it again could apply it twice.
         """
         attempts = (self.retries if retries is None else retries) + 1
         for attempt in range(attempts):

@@ -81,6 +81,13 @@ class CapacityExceeded(Conflict):
     """A claim does not fit the provider's inventory."""
 
 
+class OutcomeUnknown(LedgerError):
+    """The connection to the database was lost during COMMIT: the write
+    may or may not have been stored. Never retried; the caller must read
+    the state back before deciding again (503)."""
+    code = "placement.outcome_unknown"
+
+
 class OverLimit(Forbidden):
     """A claim would take a project over its quota limit."""
     code = "placement.quota.over_limit"
