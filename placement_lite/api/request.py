@@ -246,10 +246,13 @@ def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
     """The request's JSON body: 415 if not JSON, 400 if malformed/invalid."""
     ctype = (req.content_type or "").split(";")[0].strip().lower()
     if ctype != "application/json":
+        # Placement's phrase, which names a missing type "None".
+        given = req.content_type or "None"
         raise errors.ApiError(
             falcon.HTTP_415,
-            f"The media type {req.content_type or '(none)'} is not supported, "
-            "use application/json.")
+            f"The media type {given} is not supported, use application/json"
+            + (" (the request has no Content-Type header)." if not req.content_type
+               else "."))
     # The size was checked by InputLimitsMiddleware: waitress de-chunks a
     # chunked body and sets its Content-Length before the app sees it.
     raw = req.bounded_stream.read()
