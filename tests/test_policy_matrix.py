@@ -370,3 +370,37 @@ def test_refused_reshape_with_a_bad_body_is_403(clients, profile):
         "/reshaper", json={"inventories": [], "allocations": {}},
         headers={**ROLES["project_reader"], "OpenStack-API-Version": "placement 1.30"})
     assert result.status_code == 403
+
+
+def test_placement_rules_see_the_callers_own_project_as_target(tmp_path):
+    """Placement checks every rule but placement:usages against the
+    caller's own project and user, so a policy file written for it as
+    `project_id:%(project_id)s` admits any project-scoped caller; usages
+    compare against the project asked about, our own routes against the
+    request's fields."""
+    path = tmp_path / "policy.yaml"
+    path.write_text('"placement:resource_providers:list": "project_id:%(project_id)s"\n'
+                    '"placement:traits:list": "user_id:%(user_id)s"\n'
+                    '"placement:usages": "project_id:%(project_id)s"\n'
+                    '"placement:limits:limits:list": "project_id:%(project_id)s"\n')
+    url = f"sqlite:///{tmp_path / 'p.sqlite'}"
+    from placement_lite.server import prepare_database
+    db = prepare_database(Settings(db=url))
+    try:
+        client = falcon.testing.TestClient(create_app(
+            Settings(db=url, policy_file=str(path)), db))
+        reader = ROLES["project_reader"]
+        assert client.simulate_get("/resource_providers", headers=reader).status_code == 200
+        assert client.simulate_get("/traits", headers={
+            **reader, "OpenStack-API-Version": "placement 1.6"}).status_code == 200
+        usages = {**reader, "OpenStack-API-Version": "placement 1.9"}
+        assert client.simulate_get("/usages", query_string=f"project_id={PROJECT}",
+                                   headers=usages).status_code == 200
+        assert client.simulate_get("/usages", query_string="project_id=proj-z",
+                                   headers=usages).status_code == 403
+        # /v3/limits without ?project_id= names no project: refused.
+        assert client.simulate_get("/v3/limits", headers=reader).status_code == 403
+        assert client.simulate_get("/v3/limits", query_string=f"project_id={PROJECT}",
+                                   headers=reader).status_code == 200
+    finally:
+        db.dispose()

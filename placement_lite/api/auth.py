@@ -17,7 +17,9 @@ Every resource declares `policies = {"GET": "rule name", ...}`; the
 middleware enforces the rule before the responder runs (so a caller the
 rule refuses gets 403 before its body is looked at), with a target made
 of the route's fields and the query string (so `project_id` in
-`GET /usages?project_id=` is what project-scoped rules compare against).
+`GET /usages?project_id=` is what project-scoped rules compare against);
+Placement's other rules are checked against the caller's own project and
+user, as Placement checks them (policy.Rule.caller_target).
 """
 from __future__ import annotations
 

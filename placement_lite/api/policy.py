@@ -57,6 +57,9 @@ class Rule:
     scope_types: Optional[tuple] = None
     # Kept under `open`.
     admin_only: bool = False
+    # True: the target is the caller's own project and user, as Placement
+    # checks every rule but placement:usages; False: the request's fields.
+    caller_target: bool = False
     description: str = ""
 
     def text_for(self, profile: str) -> str:
@@ -104,8 +107,10 @@ PROJECT_READER = "rule:admin_or_project_reader_or_service_api"
 PROJECT_MEMBER = "rule:admin_or_project_member_or_service_api"
 
 
-def placement_rule(name: str, check: str = ADMIN_OR_SERVICE) -> str:
-    return register(name, check, scope_types=PROJECT_SCOPE)
+def placement_rule(name: str, check: str = ADMIN_OR_SERVICE,
+                   caller_target: bool = True) -> str:
+    return register(name, check, scope_types=PROJECT_SCOPE,
+                    caller_target=caller_target)
 
 
 for _family, _actions in {
@@ -123,7 +128,7 @@ for _family, _actions in {
         placement_rule(f"placement:{_family}:{_action}")
 placement_rule("placement:resource_providers:usages")
 # Admin in any project, a service, or a reader of the project asked about.
-placement_rule("placement:usages", PROJECT_READER)
+placement_rule("placement:usages", PROJECT_READER, caller_target=False)
 placement_rule("placement:reshaper:reshape", "rule:service_api")
 
 
@@ -332,8 +337,12 @@ class Policy:
 
     def authorize(self, name: str, creds: Mapping, target: Mapping) -> Decision:
         """Scope first, then the check string, as oslo.policy enforces a
-        registered rule."""
+        registered rule. `target` is the request's fields; a rule that
+        Placement checks against the caller's own project gets that."""
         rule = RULES.get(name)
+        if rule is not None and rule.caller_target:
+            target = {"project_id": creds.get("project_id"),
+                      "user_id": creds.get("user_id")}
         scope_types = rule.scope_types if rule is not None else None
         scope = token_scope(creds)
         if scope_types and scope not in scope_types:
