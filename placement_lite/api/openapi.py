@@ -119,7 +119,9 @@ def build(route_table) -> dict:
             responses = op.setdefault("responses", {})
             if not any(str(code).startswith("2") for code in responses):
                 responses["2XX"] = {"description": "Success."}
-            responses.setdefault("default", {"$ref": "#/components/responses/Error"})
+            # /v3 answers errors in Keystone's shape (api/errors.py).
+            error = "KeystoneError" if template.startswith("/v3") else "Error"
+            responses.setdefault("default", {"$ref": f"#/components/responses/{error}"})
             if is_public(resource, verb):
                 op["security"] = []
             path_item[verb.lower()] = op
