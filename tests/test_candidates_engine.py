@@ -59,6 +59,28 @@ def test_isolate_never_reuses_a_provider():
     assert all(len(set(combo)) == 3 for combo in found)
 
 
+def test_combination_depth_is_not_bounded_by_the_stack():
+    # Far more slots than Python's recursion limit (a request is capped
+    # well below this; the search must not depend on the cap).
+    count = 3000
+    groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
+              for i in range(1, count + 1)}
+    search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
+    search.facts_now.inventory = {(7, 1): (count, 0, count), (8, 1): (count, 0, count)}
+    first = list(itertools.islice(search._combine([[7, 8]] * count), 3))
+    assert first == [(7,) * count, (7,) * (count - 1) + (8,),
+                     (7,) * (count - 2) + (8, 7)]
+
+
+def test_groups_that_cannot_all_fit_are_refused_at_once():
+    groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
+              for i in range(1, 42)}
+    search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
+    # 2 x 20 units for 41 groups: no split fits (2^41 to try one by one).
+    search.facts_now.inventory = {(7, 1): (20, 0, 20), (8, 1): (22, 2, 20)}
+    assert list(search._combine([[7, 8]] * 41)) == []
+
+
 # -- the property test ------------------------------------------------------
 
 CLASSES = ["VCPU", "MEMORY_MB", "DISK_GB"]

@@ -137,6 +137,15 @@ class Facts:
         return {rp for rps in self.rows.get(key, {}).values() for rp in rps}
 
 
+def _group_key(g: RequestGroup) -> tuple:
+    """What a group asks of a provider, whatever its suffix."""
+    return (tuple(sorted(g.resources.items())),
+            tuple(frozenset(any_of) for any_of in g.required),
+            frozenset(g.forbidden),
+            tuple(frozenset(any_of) for any_of in g.member_of),
+            frozenset(g.forbidden_aggs), g.in_tree)
+
+
 def chunks(seq, size=IN_CHUNK):
     seq = list(seq)
     for i in range(0, len(seq), size):
@@ -177,6 +186,7 @@ class Search:
         self.bound: Optional[int] = None
         self.yielded = 0
         self._shape_key: Optional[tuple] = None
+        self._alike: Optional[list] = None
         self._layouts: dict = {}
         # Every provider read, for the rendering of the candidates.
         self.uuids: dict = {}
@@ -293,13 +303,8 @@ class Search:
         their names resolved to, and whether sharing providers exist."""
         if self._shape_key is None:
             lk = self.lk
-            groups = tuple(
-                (g.suffix, tuple(g.resources.items()),
-                 tuple(frozenset(any_of) for any_of in g.required),
-                 frozenset(g.forbidden),
-                 tuple(frozenset(any_of) for any_of in g.member_of),
-                 frozenset(g.forbidden_aggs), g.in_tree)
-                for g in self.req.groups.values())
+            groups = tuple((g.suffix,) + _group_key(g)
+                           for g in self.req.groups.values())
             ids = tuple(frozenset(m.items()) for m in (
                 lk.rc_ids, lk.trait_ids, lk.agg_ids, lk.tree_roots))
             self._shape_key = (groups, ids, bool(self.shared_by_key))
@@ -334,11 +339,11 @@ class Search:
                     pos += 1
                 if not in_trees and g.forbidden_aggs:
                     facts.agg_bad[rp] = bool(row[pos])
-        for suffix, group in self.req.groups.items():
-            if not suffix:
-                continue
-            facts.rows.setdefault(suffix, {})
-            query = self._built(("numbered", suffix),
+        for suffixes in self._alike_numbered():
+            group = self.req.groups[suffixes[0]]
+            for suffix in suffixes:
+                facts.rows.setdefault(suffix, {})
+            query = self._built(("numbered", suffixes[0]),
                                 lambda: self._numbered_select(group, where),
                                 params is not None)
             for rp, root, uuid, parent in self.conn.execute(
@@ -346,7 +351,20 @@ class Search:
                 facts.uuid[rp] = uuid
                 facts.root[rp] = root
                 facts.parent[rp] = parent
-                facts.add(suffix, rp, root)
+                for suffix in suffixes:
+                    facts.add(suffix, rp, root)
+
+    def _alike_numbered(self) -> list:
+        """The numbered groups' suffixes, those asking for the same thing
+        together: one query serves them all (a request may repeat one
+        group many times)."""
+        if self._alike is None:
+            alike: dict = {}
+            for suffix, group in self.req.groups.items():
+                if suffix:
+                    alike.setdefault(_group_key(group), []).append(suffix)
+            self._alike = list(alike.values())
+        return self._alike
 
     def _read_inventory(self, where, facts: Facts, params=None) -> None:
         if not self.multi_rcs:
@@ -577,13 +595,26 @@ class Search:
             if members:
                 subtree_checks.setdefault(max(members), []).append(members)
 
-        def walk(i):
-            if i == n:
-                yield tuple(chosen)
-                return
+        if n == 0 or (multi and not self._room_for_all(options)):
+            return
+        # Depth-first over the slots with an explicit stack of option
+        # iterators: a request may have as many slots as groups and
+        # classes, more than Python's recursion allows.
+        pending: list = [None] * n  # per level: what its choice added
+        levels = [iter(options[0])]
+        while levels:
+            i = len(levels) - 1
             slot = slots[i]
+            undo = pending[i]
+            if undo is not None:
+                # Back at this level: take back its previous choice.
+                pending[i] = None
+                if slot.numbered:
+                    in_use[chosen[i]] -= 1
+                for k, a in undo:
+                    amounts[k] -= a
             checks = subtree_checks.get(i, ())
-            for rp in options[i]:
+            for rp in levels[i]:
                 if self.isolate and slot.numbered and in_use.get(rp):
                     continue
                 added = fits(rp, slot)
@@ -599,13 +630,38 @@ class Search:
                     continue
                 if slot.numbered:
                     in_use[rp] = in_use.get(rp, 0) + 1
-                yield from walk(i + 1)
-                if slot.numbered:
-                    in_use[rp] -= 1
-                for k, a in added:
-                    amounts[k] -= a
+                pending[i] = added
+                break
+            else:
+                levels.pop()
+                continue
+            if i + 1 == n:
+                yield tuple(chosen)
+            else:
+                levels.append(iter(options[i + 1]))
 
-        yield from walk(0)
+    def _room_for_all(self, options: list) -> bool:
+        """For each class several slots ask for, the providers that may
+        serve those slots have room for their sum. A cheap necessary
+        condition: without it, many small groups that cannot all fit
+        would have the search try every way of splitting them."""
+        facts = self.facts_now
+        for rc in self.multi_rcs:
+            wanted = 0
+            serving = set()
+            for slot, opts in zip(self.slots, options):
+                amount = slot.resources.get(rc)
+                if amount:
+                    wanted += amount
+                    serving.update(opts)
+            room = 0
+            for rp in serving:
+                inv = self._inventory(facts, (rp, rc))
+                if inv is not None:
+                    room += inv[0] - inv[1]
+            if wanted > room:
+                return False
+        return True
 
     def _spans(self) -> Iterator[tuple]:
         """Root id ranges to read, sized from what the slices so far

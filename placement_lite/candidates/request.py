@@ -54,6 +54,12 @@ class Features:
             setattr(self, name, version >= since)
 
 
+# The most request groups one request may name (the unnumbered group
+# counts). Real requests use a few, a large VM a few dozen; every group
+# costs a query and a level of the combination, so the cap bounds one
+# request's work. Documented in docs/operations.md (Input limits).
+MAX_REQUEST_GROUPS = 128
+
 NUMBERED_SUFFIX = r"[1-9][0-9]*"
 STRING_SUFFIX = r"[a-zA-Z0-9_-]{1,64}"
 GROUP_PREFIXES = ("resources", "required", "member_of", "in_tree")
@@ -268,6 +274,15 @@ def _check_conflicts(groups: Mapping[str, RequestGroup]) -> None:
 def parse_groups(params: Mapping[str, Sequence[str]], feats: Features) -> dict:
     """The request groups, keyed by suffix; no cross-group checks."""
     pattern = _KEY_STRING if feats.string_suffixes else _KEY_NUMBERED
+    suffixes = set()
+    for key in params:
+        match = pattern.match(key)
+        if match and (feats.granular or not match.group(2)):
+            suffixes.add(match.group(2) or "")
+    if len(suffixes) > MAX_REQUEST_GROUPS:
+        raise _bad(f"Invalid query string parameters: at most "
+                   f"{MAX_REQUEST_GROUPS} request groups are allowed in one "
+                   f"request; got {len(suffixes)}.", QUERYPARAM_BAD_VALUE)
     groups: dict[str, RequestGroup] = {}
     for key in params:
         match = pattern.match(key)

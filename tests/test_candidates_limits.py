@@ -1,0 +1,113 @@
+"""Bounds on what one GET /allocation_candidates may ask for: the number
+of request groups is capped (a 400 naming the cap), and a request just
+under the cap is answered without exhausting the stack or running one
+statement per identical group."""
+from __future__ import annotations
+
+import pytest
+from falcon import testing
+from sqlalchemy import event
+
+from placement_lite.app import create_app
+from placement_lite.candidates.request import MAX_REQUEST_GROUPS
+from placement_lite.config import Settings
+from tests.backends import fresh_database
+
+HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement latest",
+           "content-type": "application/json", "accept": "application/json"}
+
+
+@pytest.fixture
+def client(db):
+    return testing.TestClient(create_app(Settings(db=db.url), db))
+
+
+def _provider(client, name, inventories, parent=None):
+    body = {"name": name}
+    if parent:
+        body["parent_provider_uuid"] = parent
+    rp = client.simulate_post("/resource_providers", json=body,
+                              headers=HEADERS).json
+    put = client.simulate_put(
+        f"/resource_providers/{rp['uuid']}/inventories", headers=HEADERS,
+        json={"resource_provider_generation": 0, "inventories": inventories})
+    assert put.status_code == 200, put.text
+    return rp["uuid"]
+
+
+def _groups(count, amount=lambda i: 1):
+    return "&".join(f"resources{i}=DISK_GB:{amount(i)}" for i in range(count)) \
+        + "&group_policy=none"
+
+
+def test_more_groups_than_the_cap_is_a_400_naming_it(client):
+    _provider(client, "cn", {"DISK_GB": {"total": 100000}})
+    # The query of the report: 990 groups used to exhaust the stack (500).
+    for count in (MAX_REQUEST_GROUPS + 1, 990):
+        got = client.simulate_get("/allocation_candidates",
+                                  query_string=_groups(count), headers=HEADERS)
+        assert got.status_code == 400, got.text
+        detail = got.json["errors"][0]["detail"]
+        assert detail.startswith("Invalid query string parameters")
+        assert str(MAX_REQUEST_GROUPS) in detail and str(count) in detail
+        assert got.json["errors"][0]["code"] == "placement.query.bad_value"
+
+
+def test_the_unnumbered_group_counts_too(client):
+    query = "resources=VCPU:1&" + _groups(MAX_REQUEST_GROUPS)
+    got = client.simulate_get("/allocation_candidates", query_string=query,
+                              headers=HEADERS)
+    assert got.status_code == 400
+    assert str(MAX_REQUEST_GROUPS) in got.json["errors"][0]["detail"]
+
+
+def test_groups_just_under_the_cap_are_answered(client, db):
+    uuid = _provider(client, "cn", {"DISK_GB": {"total": 100000}})
+    statements = []
+    listen = lambda *args: statements.append(args[2])  # noqa: E731
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        got = client.simulate_get(
+            "/allocation_candidates", headers=HEADERS,
+            query_string=_groups(MAX_REQUEST_GROUPS))
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    assert got.status_code == 200, got.text
+    [candidate] = got.json["allocation_requests"]
+    assert candidate["allocations"] == {
+        uuid: {"resources": {"DISK_GB": MAX_REQUEST_GROUPS}}}
+    assert candidate["mappings"] == {
+        str(i): [uuid] for i in range(MAX_REQUEST_GROUPS)}
+    # Identical groups are read with one statement, not one each.
+    assert len(statements) < 20
+
+
+def test_distinct_groups_under_the_cap_are_answered(client):
+    # Two providers with room for every group: every split is a candidate
+    # (2^N of them), so the search must stay lazy and stack-safe.
+    root = _provider(client, "cn", {})
+    a = _provider(client, "a", {"DISK_GB": {"total": 100000}}, root)
+    b = _provider(client, "b", {"DISK_GB": {"total": 100000}}, root)
+    got = client.simulate_get(
+        "/allocation_candidates", headers=HEADERS,
+        query_string=_groups(MAX_REQUEST_GROUPS, amount=lambda i: i + 1)
+        + "&limit=5")
+    assert got.status_code == 200, got.text
+    assert len(got.json["allocation_requests"]) == 5
+    for cand in got.json["allocation_requests"]:
+        assert set(cand["allocations"]) <= {a, b}
+        total = sum(r["resources"]["DISK_GB"]
+                    for r in cand["allocations"].values())
+        assert total == sum(range(1, MAX_REQUEST_GROUPS + 1))
+
+
+def test_an_unsatisfiable_pile_of_groups_is_refused_quickly(client):
+    # Two children of 60 units cannot hold 121 groups of one unit each;
+    # without a bound on what is left, the search tried every split.
+    root = _provider(client, "cn", {})
+    _provider(client, "a", {"DISK_GB": {"total": 60}}, root)
+    _provider(client, "b", {"DISK_GB": {"total": 60}}, root)
+    got = client.simulate_get("/allocation_candidates", headers=HEADERS,
+                              query_string=_groups(121))
+    assert got.status_code == 200, got.text
+    assert got.json["allocation_requests"] == []
