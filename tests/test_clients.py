@@ -296,3 +296,37 @@ def test_auth_type_none_with_a_default_token(tmp_path):
             cache._handle = None
         assert code == 0
         assert "HW_CPU_X86_AVX2" in {t["name"] for t in json.loads(out.getvalue())}
+
+
+@needs("/v3/registered_limits")
+def test_osc_limit_commands_print_why_they_were_refused(service):
+    """osc's `registered limit` and `limit` commands (through openstacksdk's
+    identity proxy) show the reason from Keystone's error shape, not just
+    "409: Client Error"."""
+    name = f"svc-{uuid.uuid4().hex[:8]}"
+    status, _h, body = service.request("POST", "/v3/services",
+                                       {"service": {"type": name, "name": name}})
+    assert status == 201, body
+
+    def identity(*args):
+        argv = ["--os-auth-type", "admin_token", "--os-token", "admin",
+                "--os-endpoint", service.base + "/v3", "--os-identity-api-version", "3",
+                *args]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = shell.main(argv)
+        return code, out.getvalue(), err.getvalue()
+
+    create = ("registered", "limit", "create", "--service", name,
+              "--default-limit", "10", "cores", "-f", "json")
+    code, out, err = identity(*create)
+    assert code == 0, err
+    assert json.loads(out)["default_limit"] == 10
+    code, out, err = identity(*create)
+    assert code != 0
+    assert "409" in err and "already exists" in err, err
+
+    missing = uuid.uuid4().hex
+    code, out, err = identity("registered", "limit", "show", missing)
+    assert code != 0
+    assert "No registered limit" in err or missing in err, err
