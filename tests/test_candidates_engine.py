@@ -81,6 +81,33 @@ def test_groups_that_cannot_all_fit_are_refused_at_once():
     assert list(search._combine([[7, 8]] * 41)) == []
 
 
+def test_member_of_admits_only_sharing_providers_in_the_aggregate():
+    # Placement since bug 1792503: with member_of, a sharing provider
+    # contributes only if it is itself in the named aggregate(s); the
+    # anchor's root being in them is not enough.
+    with fresh_database("sqlite") as db:
+        world = World(db)
+        world.provider("cn", inventory={"VCPU": 4}, aggs=["a", "x"])
+        world.provider("ss_x", inventory={"DISK_GB": 100}, traits=[SHARES],
+                       aggs=["x"])
+        world.provider("ss_a", inventory={"DISK_GB": 100}, traits=[SHARES],
+                       aggs=["a", "x"])
+        def found(**params):
+            req = parse_candidate_request(
+                {k: [v] for k, v in params.items()}, (1, 39))
+            with db.read() as conn:
+                result = engine.find(conn, req)
+            return sorted(sorted(world.name_of(result.uuids[rp])
+                                 for rp in cand.allocations)
+                          for cand in result.candidates)
+        assert found(resources="VCPU:1,DISK_GB:10") == [
+            ["cn", "ss_a"], ["cn", "ss_x"]]
+        assert found(resources="VCPU:1,DISK_GB:10",
+                     member_of=world.agg("a")) == [["cn", "ss_a"]]
+        assert found(resources="VCPU:1,DISK_GB:10",
+                     member_of=world.agg("x")) == [["cn", "ss_a"], ["cn", "ss_x"]]
+
+
 # -- the property test ------------------------------------------------------
 
 CLASSES = ["VCPU", "MEMORY_MB", "DISK_GB"]
@@ -227,8 +254,13 @@ def reference(world, providers, req):
                 for n in serving:
                     if not fits(n, rc, amount) or facts[n]["traits"] & group.forbidden:
                         continue
-                    if group.member_of and not (member_ok(n, group.member_of)
-                                                or member_ok(anchor, group.member_of)):
+                    # In the tree, the provider or its root must be in the
+                    # aggregates; a sharing provider from elsewhere must
+                    # be in them itself (Placement since bug 1792503).
+                    if group.member_of and not (
+                            member_ok(n, group.member_of) or (
+                                root(n) == anchor
+                                and member_ok(anchor, group.member_of))):
                         continue
                     if group.forbidden_aggs and (
                             (uuid_aggs(n) | uuid_aggs(anchor)) & group.forbidden_aggs):

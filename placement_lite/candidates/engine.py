@@ -125,7 +125,6 @@ class Facts:
     inventory: dict = field(default_factory=dict)  # (rp, rc) -> (cap, used, max)
     root_ok: set = field(default_factory=set)
     alone: set = field(default_factory=set)  # providers alone in their tree
-    root_agg_ok: dict = field(default_factory=dict)
     root_agg_bad: dict = field(default_factory=dict)
     # suffix, or ('', class id) for unnumbered slots -> root -> [rp, ...]
     rows: dict = field(default_factory=dict)
@@ -384,8 +383,9 @@ class Search:
                 int(used or 0), max_unit)
 
     def _read_roots(self, lo: int, hi: int, facts: Facts) -> None:
-        """Anchor facts: root_required, and the unnumbered group's aggregates
-        on roots (which span their trees)."""
+        """Anchor facts: root_required, and the unnumbered group's forbidden
+        aggregates on roots (which span their trees, and keep sharing
+        providers out of them)."""
         lk = self.lk
         g = self.unnumbered
         cols = [RP.c.id]
@@ -393,21 +393,14 @@ class Search:
         required = [{n} for n in self.req.root_required]
         conds += filters.trait_clauses(RP.c.id, required, self.req.root_forbidden,
                                        lk.trait_ids)
-        if g is not None and g.member_of:
-            cols.append(case((and_(*filters.aggregate_clauses(
-                RP.c.id, g.member_of, (), lk.agg_ids)), 1), else_=0))
         if g is not None and g.forbidden_aggs:
             cols.append(case((filters.in_any_aggregate(
                 RP.c.id, filters.known_ids(g.forbidden_aggs, lk.agg_ids)), 1), else_=0))
         for row in self.conn.execute(select(*cols).where(*conds)):
             rp = row[0]
             facts.root_ok.add(rp)
-            pos = 1
-            if g is not None and g.member_of:
-                facts.root_agg_ok[rp] = bool(row[pos])
-                pos += 1
             if g is not None and g.forbidden_aggs:
-                facts.root_agg_bad[rp] = bool(row[pos])
+                facts.root_agg_bad[rp] = bool(row[1])
 
     def _read_parents(self, facts: Facts) -> None:
         """Complete the parent links of the providers read so far with
@@ -483,20 +476,20 @@ class Search:
 
     def _sharing_aggregates_ok(self, sharers, anchor, facts) -> list:
         """The unnumbered group's aggregate rule for a sharing provider
-        serving anchor's tree: it or the anchor root is in the aggregates,
-        and neither is in a forbidden one. (For providers of the tree
-        itself the SQL has applied the rule already.)"""
+        serving anchor's tree: it is itself in the aggregates (as in
+        Placement since bug 1792503: the anchor root's membership, which
+        spans its own tree, does not reach a provider outside it), and
+        neither it nor the anchor root is in a forbidden one. (For
+        providers of the tree itself the SQL has applied the rule.)"""
         g = self.unnumbered
         # A sharing provider's own aggregate flags were read with it (into
         # self.shared); the anchor root's with the slice.
         agg_ok = self.shared.agg_ok
         agg_bad = self.shared.agg_bad
-        root_agg_ok = facts.root_agg_ok
         root_agg_bad = facts.root_agg_bad
         kept = []
         for rp in sharers:
-            if g.member_of and not (
-                    agg_ok.get(rp) or root_agg_ok.get(anchor, False)):
+            if g.member_of and not agg_ok.get(rp):
                 continue
             if g.forbidden_aggs and (
                     agg_bad.get(rp) or root_agg_bad.get(anchor, False)):
@@ -691,7 +684,7 @@ class Search:
         g = self.unnumbered
         self.need_root_facts = bool(
             self.req.root_required or self.req.root_forbidden or (
-                self.sharing and g is not None and (g.member_of or g.forbidden_aggs)))
+                self.sharing and g is not None and g.forbidden_aggs))
         # A tree of one provider, with no sharing provider to help and no
         # numbered group, is a candidate exactly when the SQL returned it.
         single = g is not None and not self.sharing and all(
