@@ -404,3 +404,24 @@ def test_placement_rules_see_the_callers_own_project_as_target(tmp_path):
                                    headers=reader).status_code == 200
     finally:
         db.dispose()
+
+
+def test_a_route_absent_at_the_microversion_is_404_before_policy(clients):
+    """Placement's handlers check the microversion before the policy: a
+    caller the rule would refuse still learns the route is absent at
+    that version (as anyone does), but needs a token first."""
+    reader = {**ROLES["project_reader"], "OpenStack-API-Version": "placement 1.29"}
+    client = clients["secure-rbac"]
+    result = client.simulate_post("/reshaper", json={"inventories": {},
+                                                     "allocations": {}}, headers=reader)
+    assert result.status_code == 404, result.text
+    traits = client.simulate_get("/traits", headers={
+        **ROLES["project_reader"], "OpenStack-API-Version": "placement 1.5"})
+    assert traits.status_code == 404
+    tokenless = client.simulate_get("/traits", headers={
+        "OpenStack-API-Version": "placement 1.5"})
+    assert tokenless.status_code == 401
+    # Inside the range the rule decides.
+    assert client.simulate_get("/traits", headers={
+        **ROLES["project_reader"], "OpenStack-API-Version": "placement 1.6"}
+    ).status_code == 403

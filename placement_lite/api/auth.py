@@ -131,6 +131,9 @@ class AuthMiddleware:
             # resource lacks; there is nothing to authorise.
             return
         req.context.identity = self.identify(req, self.default_token)
+        if _absent_at_this_version(req, resource):
+            # The responder answers 404; Placement checks the version first.
+            return
         rule = getattr(resource, "policies", {}).get(req.method)
         if rule is None and req.method == "HEAD":
             rule = getattr(resource, "policies", {}).get("GET")
@@ -143,6 +146,16 @@ class AuthMiddleware:
         decision = self.policy.authorize(rule, creds, target)
         if not decision.allowed:
             raise errors.forbidden(refusal(rule, decision, creds))
+
+
+def _absent_at_this_version(req, resource) -> bool:
+    responder = getattr(resource, "on_" + req.method.lower(), None)
+    version_range = getattr(responder, "version_range", None)
+    version = getattr(req.context, "microversion", None)
+    if version_range is None or version is None:
+        return False
+    low, high = version_range
+    return not low <= version <= high
 
 
 def refusal(rule: str, decision, creds: dict) -> str:

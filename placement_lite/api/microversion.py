@@ -107,6 +107,9 @@ def versioned(min_version: str, max_version: Optional[str] = None):
                     f"{req.context.microversion} (needs {lo} or later"
                     + (f", up to {hi})." if max_version else ")."))
             return responder(self, req, resp, *args, **kwargs)
+        # Read by the auth middleware: outside this range the route is
+        # absent, which Placement says before it checks the policy.
+        inner.version_range = (lo, hi)
         return inner
     return wrap
 
