@@ -61,3 +61,15 @@ def test_headers_are_matched_without_regard_to_case(db):
     headers = dict(PREFLIGHT, **{"Access-Control-Request-Headers": "openstack-api-version"})
     result = client.simulate_options("/", headers=headers)
     assert result.headers["access-control-allow-headers"] == "openstack-api-version"
+
+
+def test_without_cors_options_is_a_405_that_does_not_list_itself(db):
+    client = _client(db)
+    result = client.simulate_options("/resource_providers", headers=PREFLIGHT)
+    assert result.status_code == 405, result.text
+    assert result.headers["allow"] == "GET, POST"
+    assert "The method OPTIONS is not allowed for this resource." in \
+        result.json["errors"][0]["detail"]
+    result = client.simulate_delete("/", headers={"X-Auth-Token": "admin"})
+    assert result.status_code == 405
+    assert result.headers["allow"] == "GET"
