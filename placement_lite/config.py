@@ -3,19 +3,38 @@
 Precedence is CLI flags > environment (PLACEMENT_LITE_<FIELD>) > config file
 (YAML, keys are field names) > defaults. No other module reads the
 environment; everything that varies is a field here.
+
+Every value is checked once, when Settings is constructed, whatever it came
+from; a refusal names the setting as the operator wrote it (the flag, the
+environment variable or the file) and says what would be accepted.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import yaml
 
 ENV_PREFIX = "PLACEMENT_LITE_"
+
+AUTH_MODES = ("noauth2", "keystone")
+POLICY_PROFILES = ("legacy", "secure-rbac", "open")
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+# The names quota.models.MODELS registers (a test keeps the two equal; this
+# module stays below the quota package).
+QUOTA_MODELS = ("flat", "strict_two_level")
+# The forms quota.usage counts a resource by.
+_USAGE_FORMS = ("class:", "consumers:", "lease:")
+
+
+class SettingsError(ValueError):
+    """One or more settings are unusable; the message names each one."""
 
 
 def default_db_url() -> str:
@@ -31,11 +50,24 @@ def default_db_url() -> str:
 
 
 @dataclass(frozen=True)
+class Source:
+    """Where a value came from: "flag" (spelled `where`), "environment"
+    (variable `where`) or "file" (path `where`)."""
+    kind: str
+    where: str
+    # The value as written there (before conversion), for messages.
+    raw: Any = dataclasses.field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
 class Settings:
     host: str = "127.0.0.1"
     port: int = 8778
     db: str = field(default_factory=default_db_url)
     auth: str = "noauth2"  # noauth2 | keystone
+    # noauth2 trusts whatever token a caller sends; serving it on an address
+    # other than loopback needs this to be said out loud.
+    insecure_noauth2_on_open_address: bool = False
     workers: int = 1
     threads: int = 8
     policy_profile: str = "legacy"  # legacy | secure-rbac | open
@@ -50,7 +82,9 @@ class Settings:
     # Bounds the combinations the candidate engine will build per request.
     max_allocation_candidates: int = 1000
     randomize_allocation_candidates: bool = False
-    # Quota (unified limits).
+    # Quota (unified limits). Enforcement and the model are the
+    # deployment's, stored in the database: these two only seed it on the
+    # first start, and a process given other values refuses to start.
     quota_enforce: bool = False
     quota_model: str = "flat"  # flat | strict_two_level
     quota_unregistered_is_zero: bool = False
@@ -79,10 +113,79 @@ class Settings:
     # noauth2 only: the token assumed when a request sends none. Off unless
     # set; meant for clients that cannot send a token without keystone.
     noauth2_default_token: Optional[str] = None
+    # Where each value given by the operator came from (field -> Source);
+    # not a setting itself.
+    sources: Mapping = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self):
+        problems = []
+        for name in self.field_names():
+            value = getattr(self, name)
+            message = _check_type(name, value) or _check_value(self, name, value)
+            if message:
+                problems.append(f"{self.describe(name)}: {message}")
+        if problems:
+            raise SettingsError("; ".join(problems))
+        if self.log_level != self.log_level.upper():
+            object.__setattr__(self, "log_level", self.log_level.upper())
 
     @classmethod
     def field_names(cls):
-        return [f.name for f in dataclasses.fields(cls)]
+        return [f.name for f in dataclasses.fields(cls) if f.name != "sources"]
+
+    def source(self, name: str) -> Optional[Source]:
+        return self.sources.get(name)
+
+    def describe(self, name: str) -> str:
+        """The setting as the operator gave it: `--port 99999`,
+        `PLACEMENT_LITE_PORT=99999 (environment)`, `port: 99999 (in
+        /etc/x.yaml)`, or `port=99999` when set by code or by default."""
+        value = getattr(self, name)
+        src = self.source(name)
+        if src is not None and src.raw is not None:
+            value = src.raw
+        shown = _hide_password(value) if name == "db" else _show(value)
+        if src is None:
+            return f"{name}={shown}"
+        if src.kind == "flag":
+            if not isinstance(value, bool):
+                return f"{src.where} {shown}"
+            # --no-x for a false value of a --x/--no-x pair.
+            return src.where if getattr(self, name) else "--no-" + src.where[2:]
+        if src.kind == "environment":
+            return f"{src.where}={shown} (environment)"
+        return f"{name}: {shown} (in {src.where})"
+
+    def explicit(self, name: str) -> bool:
+        """Did the operator (or the code that built this) choose the value,
+        rather than leave it at its default?"""
+        return name in self.sources or getattr(self, name) != _default(name)
+
+
+def _default(name: str) -> Any:
+    f = Settings.__dataclass_fields__[name]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory()
+
+
+def _hide_password(url: Any) -> str:
+    from sqlalchemy.engine import make_url
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - unparsable: show no part of it
+        return _show(url) if "@" not in str(url) else "<a URL that does not parse>"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    text = str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 # Field name -> declared type, resolved once (annotations are strings here).
@@ -96,50 +199,284 @@ def _field_type(name: str) -> Any:
     return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
 
 
+def _optional(name: str) -> bool:
+    return type(None) in typing.get_args(_TYPES[name])
+
+
+_TYPE_WORDS = {bool: "true or false", int: "a whole number", float: "a number",
+               str: "a string", tuple: "a list of strings",
+               Mapping: "a mapping of names to values"}
+
+
+def _check_type(name: str, value: Any) -> Optional[str]:
+    if value is None and _optional(name):
+        return None
+    kind = _field_type(name)
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and not math.isfinite(value):
+            return "must be a finite number"
+    elif kind is tuple:
+        ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    elif kind is Mapping:
+        ok = isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
+    else:
+        ok = isinstance(value, kind)
+    return None if ok else f"{name} must be {_TYPE_WORDS.get(kind, kind.__name__)}"
+
+
+def _at_least(low: float) -> Callable[[Settings, str, Any], Optional[str]]:
+    def check(_s, name, value):
+        return None if value >= low else f"{name} must be at least {low}"
+    return check
+
+
+def _positive(_s, name, value):
+    return None if value > 0 else f"{name} must be greater than 0"
+
+
+def _one_of(choices) -> Callable[[Settings, str, Any], Optional[str]]:
+    def check(_s, name, value):
+        if value in choices:
+            return None
+        return f"{name} must be one of {', '.join(choices)}"
+    return check
+
+
+def _port(_s, name, value):
+    if 0 <= value <= 65535:
+        return None
+    return "port must be between 1 and 65535 (0 picks any free port)"
+
+
+def _host(_s, name, value):
+    if not value.strip() or value != value.strip() or "/" in value or " " in value:
+        return ("host must be an IP address or a host name (e.g. 127.0.0.1, "
+                "::1, 0.0.0.0), not a URL")
+    return None
+
+
+def _db(_s, name, value):
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        make_url(value)
+    except (ArgumentError, ValueError):
+        return ("db must be a database URL such as sqlite:////var/lib/placement.sqlite, "
+                "mysql+pymysql://user:password@host/placement or "
+                "postgresql://user:password@host/placement")
+    return None
+
+
+def _log_level(_s, name, value):
+    if value.upper() in LOG_LEVELS:
+        return None
+    return f"log_level must be one of {', '.join(LOG_LEVELS)}"
+
+
+def _readable_file(_s, name, value):
+    if value is None:
+        return None
+    if not os.path.isfile(value):
+        return f"no such file: {value}; give the path of an existing file"
+    if not os.access(value, os.R_OK):
+        return f"{value} is not readable by this user; fix its permissions"
+    return None
+
+
+def _non_empty(_s, name, value):
+    if value is None:
+        return None
+    return None if value.strip() else f"{name} must not be empty"
+
+
+def _non_empty_items(_s, name, value):
+    return None if all(v.strip() for v in value) else f"{name} has an empty item"
+
+
+def _usage_map(_s, name, value):
+    for key, target in value.items():
+        if not isinstance(target, str) or not target.startswith(_USAGE_FORMS) \
+                or target.endswith(":"):
+            return (f"{name}[{key}] must be class:<RESOURCE_CLASS>, "
+                    "consumers:<CONSUMER_TYPE> or lease:<resource_type>:hours")
+    return None
+
+
+def _amounts(_s, name, value):
+    for key, amount in value.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) \
+                or not math.isfinite(amount) or amount < 0:
+            return f"{name}[{key}] must be a number of at least 0"
+    return None
+
+
+def _hours(_s, name, value):
+    return None if value is None or value > 0 else f"{name} must be greater than 0"
+
+
+_RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
+    "host": _host,
+    "port": _port,
+    "db": _db,
+    "auth": _one_of(AUTH_MODES),
+    "workers": _at_least(1),
+    "threads": _at_least(1),
+    "policy_profile": _one_of(POLICY_PROFILES),
+    "policy_file": _readable_file,
+    "cors_allowed_origin": _non_empty_items,
+    "cors_allow_headers": _non_empty_items,
+    "log_format": _one_of(LOG_FORMATS),
+    "log_level": _log_level,
+    "max_body_bytes": _positive,
+    "max_query_params": _at_least(1),
+    "max_allocation_candidates": _at_least(1),
+    "quota_model": _one_of(QUOTA_MODELS),
+    "quota_service_type": _non_empty,
+    "quota_region_id": _non_empty,
+    "quota_resource_usage": _usage_map,
+    "keystone_config_file": _readable_file,
+    "lease_policy_filters": _non_empty_items,
+    "lease_max_duration_hours": _hours,
+    "lease_max_amount": _amounts,
+    "lease_token": _non_empty,
+    "db_pool_size": _at_least(1),
+    "db_retries": _at_least(0),
+    "shutdown_timeout": _at_least(0),
+    "noauth2_default_token": _non_empty,
+}
+
+
+def _check_value(settings: Settings, name: str, value: Any) -> Optional[str]:
+    rule = _RULES.get(name)
+    return rule(settings, name, value) if rule else None
+
+
 def _coerce(name: str, raw: Any) -> Any:
     """Turn a string from the environment or a file into the field's type."""
     kind = _field_type(name)
     if raw is None or not isinstance(raw, str):
         if kind is tuple and isinstance(raw, list):
             return tuple(raw)
+        if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
+            return float(raw)
         return raw
     if kind is bool:
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
         if raw.lower() in ("0", "false", "no", "off", ""):
             return False
-        raise ValueError(f"{name} must be true or false, not {raw!r}")
+        raise ValueError(f"{name} must be true or false")
     if kind in (int, float):
-        return kind(raw)
+        try:
+            return kind(raw)
+        except ValueError:
+            raise ValueError(f"{name} must be {_TYPE_WORDS[kind]}") from None
     if kind is tuple:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if kind is Mapping:
-        return yaml.safe_load(raw) or {}
+        try:
+            loaded = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            loaded = None
+        if not isinstance(loaded, Mapping) and loaded is not None:
+            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
+        if loaded is None and raw.strip():
+            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
+        return loaded or {}
     return raw
+
+
+def _describe_raw(name: str, raw: Any, src: Source) -> str:
+    if src.kind == "flag":
+        return f"{src.where} {raw}"
+    if src.kind == "environment":
+        return f"{src.where}={raw} (environment)"
+    return f"{name}: {raw} (in {src.where})"
+
+
+def _read_file(path: str, src: Source) -> dict:
+    given = (f"{src.where} {path}" if src.kind == "flag"
+             else f"{src.where}={path} (environment)")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise SettingsError(f"{given}: no such file; give the path of a YAML "
+                            "settings file") from None
+    except OSError as exc:
+        raise SettingsError(f"{given}: cannot read it ({exc.strerror}); "
+                            "fix its permissions") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{given}: not UTF-8 text; save the file as UTF-8") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise SettingsError(f"{given}: not valid YAML{where} ({problem}); "
+                            "fix the file (keys are setting names, "
+                            "e.g. `port: 8778`)") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"{given}: the file must hold a mapping of setting "
+                            "names to values (e.g. `port: 8778`)")
+    return data
 
 
 def load_settings(cli: Optional[Mapping[str, Any]] = None,
                   environ: Optional[Mapping[str, str]] = None,
-                  config_file: Optional[str] = None) -> Settings:
+                  config_file: Optional[str] = None,
+                  flags: Optional[Mapping[str, str]] = None) -> Settings:
+    """Settings from flags (`cli`, by field name; `flags` maps a field to
+    the option that set it, for messages), the environment and the file."""
     environ = os.environ if environ is None else environ
+    flags = dict(flags or {})
     cli = {k: v for k, v in (cli or {}).items() if v is not None}
     names = Settings.field_names()
     values: dict = {}
-    config_file = (config_file or cli.pop("config_file", None)
-                   or environ.get(ENV_PREFIX + "CONFIG_FILE"))
+    sources: dict = {}
+    problems: list[str] = []
+
+    def take(name, raw, src):
+        try:
+            values[name] = _coerce(name, raw)
+            sources[name] = dataclasses.replace(src, raw=raw)
+        except ValueError as exc:
+            problems.append(f"{_describe_raw(name, raw, src)}: {exc}")
+
+    file_src = None
     if config_file:
-        with open(config_file, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
-        unknown = set(data) - set(names)
+        file_src = Source("flag", "--config-file")
+    elif cli.get("config_file"):
+        config_file = cli["config_file"]
+        file_src = Source("flag", flags.get("config_file", "--config-file"))
+    elif environ.get(ENV_PREFIX + "CONFIG_FILE"):
+        config_file = environ[ENV_PREFIX + "CONFIG_FILE"]
+        file_src = Source("environment", ENV_PREFIX + "CONFIG_FILE")
+    cli.pop("config_file", None)
+    if config_file:
+        data = _read_file(config_file, file_src)
+        unknown = sorted(set(map(str, data)) - set(names))
         if unknown:
-            raise ValueError(
-                f"unknown settings in {config_file}: {', '.join(sorted(unknown))}")
-        values.update({k: _coerce(k, v) for k, v in data.items()})
+            raise SettingsError(
+                f"unknown settings in {config_file}: {', '.join(unknown)}; "
+                "keys are setting names such as port, db, threads")
+        for name, raw in data.items():
+            take(name, raw, Source("file", config_file))
     for name in names:
         key = ENV_PREFIX + name.upper()
         if key in environ:
-            values[name] = _coerce(name, environ[key])
+            take(name, environ[key], Source("environment", key))
     for name, value in cli.items():
         if name in names:
-            values[name] = _coerce(name, value)
-    return Settings(**values)
+            flag = flags.get(name, "--" + name.replace("_", "-"))
+            take(name, value, Source("flag", flag))
+    if problems:
+        raise SettingsError("; ".join(problems))
+    return Settings(**values, sources=sources)

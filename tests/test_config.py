@@ -13,7 +13,11 @@ _SAMPLES = {bool: ("true", True), int: ("7", 7), float: ("2.5", 2.5),
             tuple: ("a, b", ("a", "b")), str: ("x", "x")}
 _CHOICES = {"auth": ("keystone", "keystone"), "policy_profile": ("open", "open"),
             "log_format": ("json", "json"), "quota_model": ("strict_two_level",
-                                                            "strict_two_level")}
+                                                            "strict_two_level"),
+            "log_level": ("debug", "DEBUG"), "db": ("sqlite:///x.db", "sqlite:///x.db"),
+            # Files must exist: this one does.
+            "policy_file": (__file__, __file__),
+            "keystone_config_file": (__file__, __file__)}
 
 
 def _serve_actions():
@@ -132,3 +136,143 @@ def test_default_database_lives_in_the_users_data_directory(tmp_path, monkeypatc
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert default_db_url() == (
         f"sqlite:///{tmp_path}/data/placement-lite/placement-lite.sqlite")
+
+
+# -- validation: every setting, from every source --------------------------
+
+@pytest.mark.parametrize("name, raw, fragment", [
+    ("port", "99999", "port must be between 1 and 65535"),
+    ("port", "-1", "port must be between 1 and 65535"),
+    ("threads", "0", "threads must be at least 1"),
+    ("workers", "0", "workers must be at least 1"),
+    ("workers", "-3", "workers must be at least 1"),
+    ("max_body_bytes", "-1", "max_body_bytes must be greater than 0"),
+    ("max_body_bytes", "0", "max_body_bytes must be greater than 0"),
+    ("max_query_params", "0", "max_query_params must be at least 1"),
+    ("max_allocation_candidates", "0", "max_allocation_candidates must be at least 1"),
+    ("db_pool_size", "0", "db_pool_size must be at least 1"),
+    ("db_retries", "-1", "db_retries must be at least 0"),
+    ("shutdown_timeout", "-5", "shutdown_timeout must be at least 0"),
+    ("shutdown_timeout", "nan", "must be a finite number"),
+    ("lease_max_duration_hours", "0", "lease_max_duration_hours must be greater than 0"),
+    ("log_level", "LOUD", "log_level must be one of CRITICAL, ERROR, WARNING, INFO, DEBUG"),
+    ("log_format", "xml", "log_format must be one of text, json"),
+    ("auth", "none", "auth must be one of noauth2, keystone"),
+    ("policy_profile", "lax", "policy_profile must be one of legacy, secure-rbac, open"),
+    ("quota_model", "three_level", "quota_model must be one of flat, strict_two_level"),
+    ("quota_resource_usage", "{cores: VCPU}", "quota_resource_usage[cores] must be"),
+    ("lease_max_amount", "{host: -1}", "lease_max_amount[host] must be a number"),
+    ("db", "not a url", "db must be a database URL"),
+    ("host", "http://0.0.0.0", "host must be an IP address or a host name"),
+    ("policy_file", "/no/such/policy.yaml", "no such file: /no/such/policy.yaml"),
+    ("keystone_config_file", "/no/such.ini", "no such file"),
+    ("noauth2_default_token", " ", "noauth2_default_token must not be empty"),
+    ("threads", "eight", "threads must be a whole number"),
+    ("metrics_enabled", "perhaps", "metrics_enabled must be true or false"),
+])
+def test_every_bound_is_checked_and_names_its_source(tmp_path, name, raw, fragment):
+    env_key = ENV_PREFIX + name.upper()
+    with pytest.raises(ValueError) as env_err:
+        load_settings({}, environ={env_key: raw})
+    assert str(env_err.value).startswith(f"{env_key}={raw} (environment): "), env_err.value
+    assert fragment in str(env_err.value)
+
+    if not raw.strip():
+        return  # YAML reads a blank value as "not set"
+    path = tmp_path / "settings.yaml"
+    path.write_text(f"{name}: {raw}\n")
+    with pytest.raises(ValueError) as file_err:
+        load_settings({"config_file": str(path)}, environ={})
+    prefix = f"{name}: {raw} (in {path}): "
+    assert str(file_err.value).startswith(prefix), file_err.value
+    # The same rule, whatever the source.
+    assert (str(file_err.value)[len(prefix):]
+            == str(env_err.value)[len(f"{env_key}={raw} (environment): "):])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--port", "99999"], "--port 99999: port must be between 1 and 65535"),
+    (["--threads", "0"], "--threads 0: threads must be at least 1"),
+    (["--max-body-bytes", "-1"], "--max-body-bytes -1: max_body_bytes must be greater than 0"),
+    (["--workers", "0"], "--workers 0: workers must be at least 1"),
+    (["--workers", "-3"], "--workers -3: workers must be at least 1"),
+    (["--log-level", "LOUD"], "--log-level LOUD: log_level must be one of"),
+    (["--db-pool-size", "0"], "--db-pool-size 0: db_pool_size must be at least 1"),
+])
+def test_bad_flags_are_one_line_naming_the_flag(capsys, argv, message):
+    assert cli.main(["serve", "--db", "sqlite://", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert err.startswith("placement-lite: cannot start: ")
+
+
+def test_settings_built_in_code_are_checked_too():
+    with pytest.raises(ValueError, match=r"^threads=0: threads must be at least 1$"):
+        Settings(threads=0)
+    with pytest.raises(ValueError, match="port must be"):
+        Settings(port=70000)
+    with pytest.raises(ValueError, match="threads must be a whole number"):
+        Settings(threads="8")
+    with pytest.raises(ValueError, match="metrics_enabled must be true or false"):
+        Settings(metrics_enabled="yes")
+
+
+def test_several_problems_are_reported_together():
+    with pytest.raises(ValueError) as err:
+        load_settings({"threads": 0}, environ={ENV_PREFIX + "WORKERS": "0"},
+                      flags={"threads": "--threads"})
+    assert str(err.value) == ("PLACEMENT_LITE_WORKERS=0 (environment): workers must "
+                              "be at least 1; --threads 0: threads must be at least 1")
+
+
+def test_good_values_pass_and_log_level_is_normalised():
+    s = load_settings({}, environ={ENV_PREFIX + "LOG_LEVEL": "debug",
+                                   ENV_PREFIX + "PORT": "0"})
+    assert s.log_level == "DEBUG" and s.port == 0
+    assert Settings(port=65535, threads=1, workers=1, max_body_bytes=1).port == 65535
+
+
+def test_bad_yaml_and_non_mapping_files_are_refused(tmp_path):
+    path = tmp_path / "settings.yaml"
+    path.write_text("port: [1\n")
+    with pytest.raises(ValueError, match=r"--config-file .*: not valid YAML at line 2"):
+        load_settings({"config_file": str(path)}, environ={})
+    path.write_text("- port\n")
+    with pytest.raises(ValueError, match="must hold a mapping of setting names"):
+        load_settings({"config_file": str(path)}, environ={})
+    with pytest.raises(ValueError, match=r"PLACEMENT_LITE_CONFIG_FILE=.*: no such file"):
+        load_settings({}, environ={ENV_PREFIX + "CONFIG_FILE": str(tmp_path / "nope")})
+
+
+def test_a_database_password_is_never_echoed():
+    with pytest.raises(ValueError) as err:
+        load_settings({"db": "mysql+pymysql://u:s3cret@h/db", "threads": 0},
+                      environ={})
+    assert "s3cret" not in str(err.value)
+    settings = load_settings({"db": "mysql+pymysql://u:s3cret@h/db"}, environ={})
+    assert "s3cret" not in settings.describe("db")
+
+
+def test_sources_say_what_the_operator_chose(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("threads: 3\n")
+    s = load_settings({"workers": 2, "config_file": str(path)},
+                      environ={ENV_PREFIX + "PORT": "9000"},
+                      flags={"workers": "--workers"})
+    assert s.describe("workers") == "--workers 2"
+    assert s.describe("port") == "PLACEMENT_LITE_PORT=9000 (environment)"
+    assert s.describe("threads") == f"threads: 3 (in {path})"
+    assert s.explicit("workers") and s.explicit("threads")
+    assert not s.explicit("quota_enforce")
+    # A flag that repeats the default is still the operator's choice.
+    s = load_settings({"quota_enforce": False}, environ={},
+                      flags={"quota_enforce": "--quota-enforce"})
+    assert s.explicit("quota_enforce")
+    assert s.describe("quota_enforce") == "--no-quota-enforce"
+
+
+def test_the_quota_model_choices_are_the_models():
+    from placement_lite.config import QUOTA_MODELS
+    from placement_lite.quota import models
+
+    assert set(QUOTA_MODELS) == set(models.MODELS)
