@@ -100,9 +100,10 @@ def create_app(settings: Settings, db: Optional[Database] = None,
                         retries=settings.db_retries)
     policy = Policy.from_settings(settings.policy_profile, settings.policy_file)
     services = Services(settings=settings, db=db, policy=policy)
-    quota_check = enforce.claim_check(settings, db)
-    if quota_check is not None:
-        services.claim_checks.append(quota_check)
+    # A process start (not a supervisor's worker, whose parent checked)
+    # refuses settings that contradict the deployment's enforcement.
+    enforce.reconcile(db, settings, strict=worker is None)
+    services.claim_checks.append(enforce.claim_check(settings, db))
     metrics = Metrics(worker)
     metrics.attach(db)
     services.extras["metrics"] = metrics

@@ -22,6 +22,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--auth", choices=["noauth2", "keystone"])
+    serve.add_argument("--insecure-noauth2-on-open-address", action="store_true",
+                       default=None,
+                       help="allow --auth noauth2 (which trusts any token) on an "
+                       "address other than loopback; anyone who can reach it "
+                       "can act as admin")
     serve.add_argument("--workers", type=int)
     serve.add_argument("--threads", type=int)
     serve.add_argument("--policy-profile", choices=["legacy", "secure-rbac", "open"])
@@ -52,8 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--randomize-allocation-candidates",
                        action=argparse.BooleanOptionalAction, default=None)
     serve.add_argument("--quota-enforce", action=argparse.BooleanOptionalAction,
-                       default=None)
-    serve.add_argument("--quota-model", choices=["flat", "strict_two_level"])
+                       default=None,
+                       help="on the first start: store whether quota is "
+                       "enforced; later: must agree with what is stored")
+    serve.add_argument("--quota-model", choices=["flat", "strict_two_level"],
+                       help="on the first start: store the enforcement model; "
+                       "later: must agree with what is stored")
     serve.add_argument("--quota-unregistered-is-zero",
                        action=argparse.BooleanOptionalAction, default=None)
 
@@ -62,13 +71,40 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (("upgrade", "create or upgrade the schema"),
                        ("version", "print the schema revision")):
         common(db_sub.add_parser(name, help=text))
+
+    quota = sub.add_parser("quota", help="the deployment's quota enforcement")
+    quota_sub = quota.add_subparsers(dest="quota_command", required=True)
+    enforcement = quota_sub.add_parser(
+        "enforcement", help="show or change whether quota is enforced, and "
+        "under which model, for every process of this deployment")
+    common(enforcement)
+    enforcement.add_argument("--set", choices=["on", "off"], dest="set_enforce",
+                             help="turn enforcement on or off")
+    enforcement.add_argument("--model", choices=["flat", "strict_two_level"],
+                             dest="set_model", help="change the model")
     return parser
 
 
+# Parser destinations that are not settings.
+_NOT_SETTINGS = ("command", "db_command", "quota_command", "set_enforce", "set_model")
+
+
+def _flag_spellings(parser: argparse.ArgumentParser, command: str) -> dict:
+    """Setting name -> the option that sets it, for messages."""
+    sub = next(a for a in parser._actions
+               if isinstance(a, argparse._SubParsersAction))
+    found = {}
+    for action in sub.choices[command]._actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if longs:
+            found[action.dest] = longs[0]
+    return found
+
+
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    cli = {k: v for k, v in vars(args).items()
-           if k not in ("command", "db_command")}
+    parser = _parser()
+    args = parser.parse_args(argv)
+    cli = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
     if cli.get("keystone_authtoken"):
         pairs = [item.partition("=") for item in cli["keystone_authtoken"]]
         bad = [key for key, sep, _ in pairs if not sep or not key]
@@ -78,21 +114,45 @@ def main(argv=None) -> int:
             return 2
         cli["keystone_authtoken"] = {key.strip(): value for key, _, value in pairs}
     try:
-        settings = load_settings(cli)
+        settings = load_settings(cli, flags=_flag_spellings(parser, args.command))
     except (ValueError, OSError) as exc:
-        print(f"placement-lite: {exc}", file=sys.stderr)
+        print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_format, settings.log_level)
-    if args.command == "serve":
-        from placement_lite.server import serve
-        try:
+    from placement_lite.server import StartupError
+    try:
+        if args.command == "serve":
+            from placement_lite.server import serve
             return serve(settings)
-        except KeyboardInterrupt:
-            # Interrupted before the server was up (e.g. during migration).
-            return 130
-    from placement_lite.db import migrate
+        if args.command == "quota":
+            return _quota_enforcement(settings, args)
+        return _db(settings, args)
+    except StartupError as exc:
+        print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
+        return exc.status
+    except KeyboardInterrupt:
+        # Interrupted before the server was up (e.g. during migration).
+        return 130
+
+
+def _open(settings):
+    """The database for an admin command; StartupError if it is unusable."""
     from placement_lite.db.engine import Database
-    database = Database(settings.db)
+    from placement_lite.server import _database_error
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return Database(settings.db)
+    except (SQLAlchemyError, ImportError, OSError) as exc:
+        raise _database_error(settings, exc) from None
+
+
+def _db(settings, args) -> int:
+    from placement_lite.db import migrate
+    from placement_lite.server import _database_error
+    from sqlalchemy.exc import SQLAlchemyError
+
+    database = _open(settings)
     try:
         if args.db_command == "upgrade":
             migrate.upgrade(database.engine)
@@ -102,9 +162,50 @@ def main(argv=None) -> int:
         else:
             current = migrate.current_version(database.engine)
             print(f"{current or 'none'} (head {migrate.head_version()})")
+    except (SQLAlchemyError, OSError) as exc:
+        raise _database_error(settings, exc) from None
     finally:
         database.dispose()
     return 0
+
+
+def _quota_enforcement(settings, args) -> int:
+    """Show, or with --set/--model change, the deployment's enforcement.
+    Running processes follow a change on their next check: they read it
+    from the database every time."""
+    from placement_lite.db import migrate
+    from placement_lite.quota import enforce
+    from placement_lite.server import _database_error
+    from sqlalchemy.exc import SQLAlchemyError
+
+    database = _open(settings)
+    try:
+        if migrate.current_version(database.engine) != migrate.head_version():
+            print("placement-lite: the schema is not current; run "
+                  "`placement-lite db upgrade` first", file=sys.stderr)
+            return 1
+        if args.set_enforce is None and args.set_model is None:
+            with database.read() as conn:
+                found = enforce.stored(conn)
+            if found is None:
+                print("quota enforcement: not set yet (the first `serve` "
+                      "stores its settings)")
+            else:
+                print(f"quota enforcement: {found.summary()} (set by {found.set_by})")
+            return 0
+        try:
+            before, after = enforce.change(
+                database, None if args.set_enforce is None else args.set_enforce == "on",
+                args.set_model)
+        except enforce.ModelDoesNotFit as exc:
+            print(f"placement-lite: {exc}", file=sys.stderr)
+            return 1
+        print(f"quota enforcement: {before.summary()} -> {after.summary()}")
+        return 0
+    except (SQLAlchemyError, OSError) as exc:
+        raise _database_error(settings, exc) from None
+    finally:
+        database.dispose()
 
 
 if __name__ == "__main__":

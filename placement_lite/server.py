@@ -126,6 +126,14 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    accept = server.handle_accept
+
+    def handle_accept():
+        # Stopping: the supervisor may have shut the shared listener down
+        # (accept() would fail); what is queued there is refused anyway.
+        if not stop:
+            accept()
+    server.handle_accept = handle_accept
     while not stop:
         wasyncore.loop(timeout=server.adj.asyncore_loop_timeout,
                        map=server._map, count=1)
@@ -208,7 +216,6 @@ class Supervisor:
                         del restart_at[index]
                         self._spawn(index)
                 time.sleep(0.1)
-            self._refuse_new_connections()
             self._stop_all()
         finally:
             for signum, handler in previous.items():
@@ -230,6 +237,9 @@ class Supervisor:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+        # After the signals: a worker handles its SIGTERM before its next
+        # look at the socket, so none tries to accept on a dead listener.
+        self._refuse_new_connections()
         deadline = time.monotonic() + self.settings.shutdown_timeout + 5
         while self.children and time.monotonic() < deadline:
             self._reap()
@@ -270,26 +280,228 @@ def _describe(status: int) -> str:
     return f"status {os.WEXITSTATUS(status)}"
 
 
-def serve(settings: Settings) -> int:
+class StartupError(Exception):
+    """The service cannot start; the message names the setting and the fix.
+    `status` is the exit status: 2 for a setting to correct, 1 when the
+    machine or the database refuses (port taken, server down)."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    args = getattr(orig, "args", ())
+    if len(args) == 2 and isinstance(args[0], int) and isinstance(args[1], str):
+        # MySQL drivers: (code, message).
+        orig = f"{args[1]} (error {args[0]})"
+    text = str(orig).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+# Importable module -> what to install for it.
+_DRIVERS = {"MySQLdb": "mysqlclient", "pymysql": "PyMySQL",
+            "psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]",
+            "asyncpg": "asyncpg", "mysql": "mysql-connector-python"}
+
+
+def _database_error(settings: Settings, exc: BaseException) -> StartupError:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+
+    given = settings.describe("db")
+    url = make_url(settings.db)
+    backend = url.get_backend_name()
+    if isinstance(exc, NoSuchModuleError):
+        return StartupError(
+            f"{given}: no database backend named {url.drivername!r}; use "
+            "sqlite:///PATH, mysql+pymysql://USER:PASSWORD@HOST/DB or "
+            "postgresql://USER:PASSWORD@HOST/DB", 2)
+    if isinstance(exc, ImportError):
+        module = exc.name or "the driver"
+        package = _DRIVERS.get((exc.name or "").split(".")[0], exc.name)
+        hint = (" or name an installed driver, e.g. mysql+pymysql://..."
+                if backend == "mysql" else "")
+        return StartupError(
+            f"{given}: its database driver is not installed (no module "
+            f"{module!r}); install it (pip install {package}){hint}", 2)
+    if isinstance(exc, ArgumentError):
+        return StartupError(f"{given}: not a usable database URL "
+                            f"({_first_line(exc)})", 2)
+    if backend == "sqlite" and isinstance(exc, (OSError, DBAPIError)):
+        path = url.database or ":memory:"
+        return StartupError(
+            f"{given}: cannot create or write the SQLite database {path} "
+            f"({_first_line(exc)}); choose a path in a directory this user "
+            "can write, e.g. --db sqlite:////var/lib/placement-lite/placement.sqlite")
+    if isinstance(exc, DBAPIError):
+        return StartupError(
+            f"{given}: cannot use the database ({_first_line(exc)}); check "
+            "that the server is running and reachable and that the URL's "
+            "host, port, user, password and database name are right")
+    return StartupError(f"{given}: the database failed at start-up "
+                        f"({type(exc).__name__}: {_first_line(exc)})")
+
+
+def _open_database(settings: Settings) -> Database:
+    from sqlalchemy.exc import SQLAlchemyError
+    try:
+        return prepare_database(settings)
+    except (SQLAlchemyError, ImportError, OSError) as exc:
+        LOG.debug("database start-up failed", exc_info=True)
+        raise _database_error(settings, exc) from None
+
+
+def _loopback(address: str) -> bool:
+    import ipaddress
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+def _host_addresses(settings: Settings) -> list[str]:
+    """The addresses --host resolves to, or a StartupError saying why not."""
+    try:
+        infos = socket.getaddrinfo(settings.host, settings.port,
+                                   type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(
+            f"{settings.describe('host')}: cannot listen there ({exc.strerror}); "
+            "give an IP address of this machine (127.0.0.1, ::1, 0.0.0.0) "
+            "or a name that resolves to one", 2) from None
+    return [info[4][0] for info in infos]
+
+
+def _check_auth(settings: Settings, addresses: list[str]) -> None:
+    if settings.auth != "noauth2" or settings.insecure_noauth2_on_open_address:
+        return
+    open_ = [a for a in addresses if not _loopback(a)]
+    if open_:
+        raise StartupError(
+            f"{settings.describe('host')} with {settings.describe('auth')}: "
+            "noauth2 trusts any caller who sends a token (the token `admin` "
+            f"makes an admin), and {open_[0]} is reachable from other machines; "
+            "serve on 127.0.0.1 or ::1, use --auth keystone, or accept the "
+            "risk with --insecure-noauth2-on-open-address", 2)
+
+
+def _listen(settings: Settings) -> socket.socket:
+    import errno
+    try:
+        return open_socket(settings.host, settings.port)
+    except OSError as exc:
+        where = f"{settings.host}:{settings.port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(
+                f"{settings.describe('port')}: {where} is already in use by "
+                "another process; stop it or choose another port", 1) from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise StartupError(
+                f"{settings.describe('port')}: not allowed to listen on {where} "
+                "(ports below 1024 need privileges); choose a port above 1023",
+                1) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise StartupError(
+                f"{settings.describe('host')}: {settings.host} is not an "
+                "address of this machine; give one of its addresses, or "
+                "0.0.0.0 for all of them", 2) from None
+        raise StartupError(f"{settings.describe('host')}: cannot listen on "
+                           f"{where} ({exc.strerror or exc})", 1) from None
+
+
+def _build_app(settings: Settings, db: Database):
+    from placement_lite.api.policy import Policy
+    from placement_lite.quota.enforce import EnforcementMismatch
+
+    if settings.policy_file:
+        try:
+            Policy.from_settings(settings.policy_profile, settings.policy_file)
+        except Exception as exc:  # noqa: BLE001 - any fault in the file
+            raise StartupError(
+                f"{settings.describe('policy_file')}: not a usable policy file "
+                f"({_first_line(exc)}); it must map rule names to check "
+                "strings, in YAML or JSON", 2) from None
+    try:
+        return build_wsgi(settings, db)
+    except EnforcementMismatch as exc:
+        raise StartupError(str(exc), 2) from None
+    except ImportError as exc:
+        if settings.auth == "keystone":
+            raise StartupError(
+                f"{settings.describe('auth')}: keystone auth needs "
+                f"keystonemiddleware (no module {exc.name!r}); install it "
+                "(pip install keystonemiddleware) or use --auth noauth2",
+                2) from None
+        raise
+
+
+def _auth_summary(settings: Settings) -> str:
+    if settings.auth == "keystone":
+        return "keystone"
+    if settings.insecure_noauth2_on_open_address:
+        return "noauth2 (INSECURE: any caller with a token is trusted, on an open address)"
+    return "noauth2 (development: callers are trusted; loopback only)"
+
+
+def start(settings: Settings):
+    """Everything that can fail before serving: settings the process needs
+    to check against the machine, the database, the app, the socket.
+    Returns (db, app, sock); raises StartupError."""
+    from placement_lite.quota import enforce
+
     if settings.workers > 1 and _in_memory(settings.db):
         # Each worker would get a database of its own.
-        print("placement-lite: an in-memory SQLite database cannot be shared "
-              "by several workers; use a file (sqlite:////path) or --workers 1",
-              file=sys.stderr)
-        return 2
-    db = prepare_database(settings)
-    sock = open_socket(settings.host, settings.port)
+        raise StartupError(
+            f"{settings.describe('db')}: an in-memory SQLite database cannot be "
+            "shared by several workers; use a file (sqlite:////path) or "
+            "--workers 1", 2)
+    _check_auth(settings, _host_addresses(settings))
+    db = _open_database(settings)
+    sock = None
+    try:
+        app = _build_app(settings, db)
+        with db.read() as conn:
+            enforcement = enforce.current(conn, settings)
+        sock = _listen(settings)
+        return db, app, sock, enforcement
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        db.dispose()
+        raise
+
+
+def serve(settings: Settings) -> int:
+    try:
+        db, app, sock, enforcement = start(settings)
+    except StartupError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line, not a traceback
+        LOG.debug("start-up failed", exc_info=True)
+        raise StartupError(f"unexpected error: {type(exc).__name__}: "
+                           f"{_first_line(exc)}") from None
     where = db.engine.url.render_as_string(hide_password=True)
     workers = max(1, settings.workers)
+    if settings.auth == "noauth2" and settings.insecure_noauth2_on_open_address:
+        LOG.warning("noauth2 on an open address: anyone who can reach %s "
+                    "can act as admin", _where(sock))
     print(f"placement-lite listening on {_where(sock)} "
           f"(database: {where}; {workers} worker{'s' if workers > 1 else ''}, "
-          f"{settings.threads} threads each; auth: {settings.auth})",
+          f"{settings.threads} threads each; auth: {_auth_summary(settings)}; "
+          f"quota enforcement: {enforcement.summary()})",
           file=sys.stderr, flush=True)
     try:
         if workers == 1:
-            run_worker(settings, sock, db)
+            run_worker(settings, sock, db, app=app)
             return 0
-        # Pooled connections must not be shared with the forked workers.
+        # Pooled connections must not be shared with the forked workers;
+        # each builds its own app (the one above only proved it builds).
+        del app
         db.dispose()
         return Supervisor(settings, sock).run()
     finally:

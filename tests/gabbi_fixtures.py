@@ -68,6 +68,11 @@ class SecureRBACFixture(APIFixture):
     settings_overrides = {"policy_profile": "secure-rbac"}
 
 
+class SecureRBACQuotaFixture(APIFixture):
+    """secure-rbac, on a deployment that enforces quota (flat)."""
+    settings_overrides = {"policy_profile": "secure-rbac", "quota_enforce": True}
+
+
 class OpenPolicyFixture(APIFixture):
     settings_overrides = {"policy_profile": "open"}
 

@@ -62,15 +62,19 @@ def _api_error(result, status):
 def test_healthcheck_needs_no_token_and_reports_the_database(db):
     result = _client(db).simulate_get("/healthcheck")
     assert result.status_code == 200
-    assert result.json == {"status": "ok", "database": "ok"}
+    assert result.json == {"status": "ok", "database": "ok",
+                           "quota": {"enforced": False, "model": "flat"}}
 
 
-def test_healthcheck_is_503_without_details_when_the_database_is_down(caplog):
-    # A server that refuses connections: nothing listens on port 1.
+def test_healthcheck_is_503_without_details_when_the_database_is_down(
+        db, caplog, monkeypatch):
+    client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    # The database goes away after start: a server that refuses
+    # connections (nothing listens on port 1) takes its place.
     url = "mysql+pymysql://placement:s3cret@127.0.0.1:1/placement"
     down = Database(url)
+    monkeypatch.setattr(db, "engine", down.engine)
     try:
-        client = falcon.testing.TestClient(create_app(Settings(db=url), down))
         with caplog.at_level(logging.ERROR):
             result = client.simulate_get("/healthcheck")
     finally:

@@ -14,7 +14,7 @@ import falcon
 from placement_lite.api import render, request
 from placement_lite.api.schemas import limits as schema
 from placement_lite.quota import limits as lim
-from placement_lite.quota import models
+from placement_lite.quota import enforce, models
 from placement_lite.api.auth import READS
 
 RULES = {
@@ -77,7 +77,13 @@ class Resource:
 
     @property
     def model(self) -> models.Model:
-        return models.get_model(self.settings.quota_model)
+        """The deployment's model, as stored (not this process's flag)."""
+        with self.db.read() as conn:
+            return models.get_model(enforce.current(conn, self.settings).model)
+
+    def enforcement(self) -> enforce.Enforcement:
+        with self.db.read() as conn:
+            return enforce.current(conn, self.settings)
 
 
 class IdentityVersion(Resource):
@@ -192,9 +198,13 @@ class LimitModel(Resource):
     policies = {"GET": MODEL_RULE}
 
     def on_get(self, req, resp):
-        model = self.model
+        enforcement = self.enforcement()
+        model = models.get_model(enforcement.model)
+        # `enforced` is ours (Keystone has no such switch): whether claims
+        # are checked against these limits at all.
         render.send(resp, {"model": {"name": model.name,
-                                     "description": model.description}})
+                                     "description": model.description,
+                                     "enforced": enforcement.enforce}})
 
     on_head = on_get
 

@@ -7,6 +7,7 @@ import falcon
 from placement_lite.api import render
 from placement_lite.api.auth import READS
 from placement_lite.api.microversion import MAX_VERSION, MIN_VERSION
+from placement_lite.quota import enforce
 
 LOG = logging.getLogger(__name__)
 
@@ -39,16 +40,20 @@ class Healthcheck:
 
     def __init__(self, services):
         self.db = services.db
+        self.settings = services.settings
 
     def on_get(self, req, resp):
         try:
-            self.db.ping()
+            # Reading the deployment's quota enforcement is the ping.
+            with self.db.read() as conn:
+                enforcement = enforce.current(conn, self.settings)
         except Exception:  # noqa: BLE001 - any failure means "not healthy"
             LOG.exception("healthcheck: database unreachable")
             render.send(resp, {"status": "error", "database": "unreachable"},
                         falcon.HTTP_503)
             return
-        render.send(resp, {"status": "ok", "database": "ok"})
+        render.send(resp, {"status": "ok", "database": "ok",
+                           "quota": enforcement.as_dict()})
 
     # Load balancers often probe with HEAD: same check, status only.
     on_head = on_get

@@ -270,3 +270,17 @@ lease_ledger = Table(
     Column("created_at", DateTime, nullable=False, server_default=func.now()),
     Index("ix_lease_ledger_project_resource", "project_id", "resource_name"),
 )
+
+# The deployment's quota enforcement: one row (id 1), written on the first
+# start from that process's settings, or by `placement-lite quota
+# enforcement --set`. Every claim check and quota check reads it, so every
+# process answers alike whatever its own flags say.
+quota_enforcement = Table(
+    "quota_enforcement", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("enforce", Boolean, nullable=False),
+    Column("model", String(64), nullable=False),
+    # Who wrote it: "first start" or "admin command", for messages.
+    Column("set_by", String(64), nullable=False),
+    *_timestamps(),
+)

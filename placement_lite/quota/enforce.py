@@ -7,15 +7,171 @@ in the same tree that committed before the lock was granted, and the
 committed usage (through a second connection), which is the usage before
 this claim. A refused claim raises OverLimit and the whole transaction
 rolls back, so no recheck step is ever needed.
+
+Whether quota is enforced, and under which model, is the deployment's
+choice, not one process's: it is one row in the database (written on the
+first start from that process's settings, or by `placement-lite quota
+enforcement --set`), and every check reads it in the transaction it
+decides in. Two processes started with different flags therefore give the
+same answers; start-up refuses a process whose explicit settings disagree
+with the row, so the difference does not go unnoticed either.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
+from placement_lite.db import tables as t
+from placement_lite.db.engine import RetryableError
 from placement_lite.ledger import errors
+from placement_lite.quota import limits as lim
 from placement_lite.quota import models, projects, usage
+
+_ROW = 1
+FIRST_START = "first start"
+ADMIN = "admin command"
+
+
+@dataclass(frozen=True)
+class Enforcement:
+    enforce: bool
+    model: str
+    set_by: str = ""
+
+    def summary(self) -> str:
+        """`on, model flat` / `off, model flat`, for start-up lines and messages."""
+        return f"{'on' if self.enforce else 'off'}, model {self.model}"
+
+    def as_dict(self) -> dict:
+        return {"enforced": self.enforce, "model": self.model}
+
+
+class EnforcementMismatch(Exception):
+    """A process was started with settings that contradict the stored ones."""
+
+
+def stored(conn: Connection) -> Optional[Enforcement]:
+    """The deployment's enforcement, or None if no process has set it yet."""
+    E = t.quota_enforcement
+    row = conn.execute(select(E.c.enforce, E.c.model, E.c.set_by)
+                       .where(E.c.id == _ROW)).first()
+    return Enforcement(bool(row.enforce), row.model, row.set_by) if row else None
+
+
+def from_settings(settings) -> Enforcement:
+    return Enforcement(bool(settings.quota_enforce), settings.quota_model, FIRST_START)
+
+
+def current(conn: Connection, settings) -> Enforcement:
+    """What is in force: the stored row; the settings only where none is
+    stored (a database no process has started on: library use, tests)."""
+    return stored(conn) or from_settings(settings)
+
+
+def reconcile(db, settings, strict: bool = True) -> Enforcement:
+    """At start-up: store the settings' enforcement if none is stored yet;
+    otherwise, with `strict`, refuse settings the operator chose explicitly
+    that say otherwise. Returns what is in force."""
+    wanted = from_settings(settings)
+
+    def work(conn):
+        found = stored(conn)
+        if found is not None:
+            return found
+        try:
+            with conn.begin_nested():
+                conn.execute(insert(t.quota_enforcement).values(
+                    id=_ROW, enforce=wanted.enforce, model=wanted.model,
+                    set_by=FIRST_START))
+        except IntegrityError:
+            # Another process started at the same moment and stored its
+            # own; read that one in a new transaction.
+            raise RetryableError("quota enforcement stored concurrently")
+        return wanted
+
+    found = db.run_write(work)
+    if strict:
+        _refuse_disagreement(settings, found)
+    return found
+
+
+def _refuse_disagreement(settings, found: Enforcement) -> None:
+    problems = []
+    if settings.explicit("quota_enforce") and bool(settings.quota_enforce) != found.enforce:
+        problems.append(
+            f"{settings.describe('quota_enforce')} asks for quota enforcement "
+            f"{'on' if settings.quota_enforce else 'off'}")
+    if settings.explicit("quota_model") and settings.quota_model != found.model:
+        problems.append(f"{settings.describe('quota_model')} asks for the "
+                        f"{settings.quota_model} model")
+    if problems:
+        want_on = settings.quota_enforce if settings.explicit("quota_enforce") \
+            else found.enforce
+        want_model = settings.quota_model if settings.explicit("quota_model") \
+            else found.model
+        raise EnforcementMismatch(
+            f"{' and '.join(problems)}, but this deployment's database has "
+            f"quota enforcement {found.summary()} (set by {found.set_by}). "
+            "Every process must answer alike: drop the setting to follow "
+            "the deployment, or change the deployment with `placement-lite "
+            f"quota enforcement --set {'on' if want_on else 'off'} --model "
+            f"{want_model}`.")
+
+
+def change(db, enforce: Optional[bool] = None,
+           model: Optional[str] = None) -> tuple[Enforcement, Enforcement]:
+    """The admin action: set the deployment's enforcement and/or model.
+    Returns (before, after). A model the stored projects and limits break
+    (trees too deep, a child's limit above its parent's) is refused."""
+    if model is not None:
+        models.get_model(model)  # ValueError naming the choices
+
+    def work(conn):
+        before = stored(conn)
+        base = before or Enforcement(False, "flat", FIRST_START)
+        after = Enforcement(base.enforce if enforce is None else enforce,
+                            base.model if model is None else model, ADMIN)
+        if after.model != base.model:
+            _fits(conn, models.get_model(after.model))
+        E = t.quota_enforcement
+        values = dict(enforce=after.enforce, model=after.model, set_by=ADMIN)
+        if before is None:
+            conn.execute(insert(E).values(id=_ROW, **values))
+        else:
+            conn.execute(update(E).where(E.c.id == _ROW).values(
+                updated_at=func.now(), **values))
+        return before or base, after
+
+    return db.run_write(work)
+
+
+class ModelDoesNotFit(errors.Invalid):
+    code = "placement.quota.model_does_not_fit"
+
+
+def _fits(conn: Connection, model: models.Model) -> None:
+    """Raise ModelDoesNotFit if the stored tree or limits break `model`."""
+    if model.max_depth is not None:
+        P = t.projects
+        for row in conn.execute(select(P.c.id).where(
+                P.c.is_domain.is_(False), P.c.parent_id.is_not(None))):
+            project = projects.by_ids(conn, [row.id])[row.id]
+            level = projects.depth(conn, project)
+            if level > model.max_depth:
+                raise ModelDoesNotFit(
+                    f"Project {project.external_id} is at depth {level}; the "
+                    f"{model.name} model allows project trees at most "
+                    f"{model.max_depth} levels deep. Move or delete it first.")
+    rows = [dict(r._mapping) for r in conn.execute(select(t.project_limits))]
+    try:
+        model.validate_limits(conn, rows)
+    except lim.InvalidLimit as exc:
+        raise ModelDoesNotFit(
+            f"The stored limits do not fit the {model.name} model: {exc}") from None
 
 
 def context_from(settings) -> models.Context:
@@ -46,6 +202,9 @@ def refuse(over: list[models.Over]) -> None:
 
 class Enforcer:
     def __init__(self, settings, db=None):
+        self.settings = settings
+        # The settings' model: what a database nobody has started on is
+        # checked with. Decisions use model_for(conn), the deployment's.
         self.model = models.get_model(settings.quota_model)
         self.ctx = context_from(settings)
         # The Database claims are written to; without it a claim check
@@ -53,43 +212,60 @@ class Enforcer:
         # whatever is over after the write.
         self.db = db
 
+    def in_force(self, conn: Connection) -> Enforcement:
+        return current(conn, self.settings)
+
+    def model_for(self, conn: Connection) -> models.Model:
+        name = self.in_force(conn).model
+        return self.model if name == self.model.name else models.get_model(name)
+
     def check_deltas(self, conn: Connection, project_id: str,
                      deltas: Mapping[str, float]) -> None:
-        """Would adding `deltas` to the project's usage stay within limits?"""
+        """Would a claim adding `deltas` to the project's usage be granted?
+        With enforcement off, claims are not checked, so neither is this."""
         usage.require_sources(deltas, self.ctx.aliases)
-        targets = self.model.targets(conn, [project_id])
-        refuse(self.model.over_limits(conn, self.ctx, targets, dict(deltas)))
+        enforcement = self.in_force(conn)
+        if not enforcement.enforce:
+            return
+        model = models.get_model(enforcement.model)
+        targets = model.targets(conn, [project_id])
+        refuse(model.over_limits(conn, self.ctx, targets, dict(deltas)))
 
     def locked_targets(self, conn: Connection,
                        project_ids: Iterable[str]) -> list[models.Target]:
         """The targets, read again once their trees are locked, for a
         decision that writes: the tree cannot change under it."""
-        targets = self.model.targets(conn, project_ids)
+        model = self.model_for(conn)
+        targets = model.targets(conn, project_ids)
         projects.lock_trees(conn, [tg.root_id for tg in targets
                                    if tg.root_id is not None])
-        return self.model.targets(conn, project_ids)
+        return model.targets(conn, project_ids)
 
     def claim_check(self, conn: Connection, project_ids: Iterable[str]) -> None:
-        """services.claim_checks entry: usage as written must be in limits."""
+        """services.claim_checks entry: usage as written must be in limits,
+        when the deployment enforces quota."""
         project_ids = [p for p in set(project_ids or ()) if p]
         if not project_ids:
             return
-        targets = self.model.targets(conn, project_ids)
+        enforcement = self.in_force(conn)
+        if not enforcement.enforce:
+            return
+        model = models.get_model(enforcement.model)
+        targets = model.targets(conn, project_ids)
         projects.lock_trees(conn, [tg.root_id for tg in targets
                                    if tg.root_id is not None])
         if self.db is None:
-            refuse(self.model.over_limits(conn, self.ctx, targets, None))
+            refuse(model.over_limits(conn, self.ctx, targets, None))
             return
         # With the tree locked, a second connection reads the committed
         # usage: the usage before this claim, since every other claim in
         # the tree either committed already or waits behind the lock.
         with self.db.read() as before:
-            refuse(self.model.over_limits(conn, self.ctx, targets, None,
-                                          baseline=before))
+            refuse(model.over_limits(conn, self.ctx, targets, None,
+                                     baseline=before))
 
 
-def claim_check(settings, db) -> Optional[object]:
-    """The check create_app registers when quota is enforced."""
-    if not settings.quota_enforce:
-        return None
+def claim_check(settings, db):
+    """The check create_app registers: always, since whether it refuses
+    anything is read from the database on every claim."""
     return Enforcer(settings, db).claim_check

@@ -316,7 +316,7 @@ class Budget(LeaseFilter):
         wanted = {budget_name(rt): hours for rt, hours in deltas.items()
                   if hours > 0}
         if wanted:
-            over = self.enforcer.model.over_limits(
+            over = self.enforcer.model_for(conn).over_limits(
                 conn, self.enforcer.ctx, targets, wanted)
             if over:
                 raise LeaseDenied(self._refusal(over, deltas))
