@@ -82,7 +82,7 @@ class FakeKeystone:
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def issue(self, project_id, roles, user_id=None, system=False):
+    def issue(self, project_id, roles, user_id=None, system=False, domain_scope=None):
         """A v3 token body, as Keystone returns it from GET /v3/auth/tokens."""
         domain = {"id": "default", "name": "Default"}
         user_id = user_id or uuid.uuid4().hex
@@ -96,6 +96,8 @@ class FakeKeystone:
         }
         if system:
             token["system"] = {"all": True}
+        elif domain_scope:
+            token["domain"] = {"id": domain_scope, "name": domain_scope}
         else:
             token["project"] = {"id": project_id, "name": f"project-{project_id}",
                                 "domain": domain}
@@ -250,3 +252,8 @@ def test_a_system_scoped_token_is_refused_on_placement_routes(db, fake_keystone,
     listed = client.simulate_get("/v3/registered_limits",
                                  headers={"X-Auth-Token": system_admin})
     assert listed.status_code == 200, listed.text
+    domain_admin = fake_keystone.issue(None, ["admin"], domain_scope="default")
+    refused = client.simulate_get("/resource_providers",
+                                  headers={"X-Auth-Token": domain_admin})
+    assert refused.status_code == 403, refused.text
+    assert "this token is domain-scoped" in refused.text
