@@ -239,6 +239,13 @@ def _positive(_s, name, value):
     return None if value > 0 else f"{name} must be greater than 0"
 
 
+def _candidates_bound(_s, name, value):
+    # -1 is Placement's spelling of "no bound".
+    if value >= 1 or value == -1:
+        return None
+    return f"{name} must be at least 1, or -1 for no bound"
+
+
 def _one_of(choices) -> Callable[[Settings, str, Any], Optional[str]]:
     def check(_s, name, value):
         if value in choices:
@@ -335,7 +342,7 @@ _RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "log_level": _log_level,
     "max_body_bytes": _positive,
     "max_query_params": _at_least(1),
-    "max_allocation_candidates": _at_least(1),
+    "max_allocation_candidates": _candidates_bound,
     "quota_model": _one_of(QUOTA_MODELS),
     "quota_service_type": _non_empty,
     "quota_region_id": _non_empty,

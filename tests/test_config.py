@@ -149,7 +149,8 @@ def test_default_database_lives_in_the_users_data_directory(tmp_path, monkeypatc
     ("max_body_bytes", "-1", "max_body_bytes must be greater than 0"),
     ("max_body_bytes", "0", "max_body_bytes must be greater than 0"),
     ("max_query_params", "0", "max_query_params must be at least 1"),
-    ("max_allocation_candidates", "0", "max_allocation_candidates must be at least 1"),
+    ("max_allocation_candidates", "0", "max_allocation_candidates must be at least 1, or -1"),
+    ("max_allocation_candidates", "-2", "max_allocation_candidates must be at least 1, or -1"),
     ("db_pool_size", "0", "db_pool_size must be at least 1"),
     ("db_retries", "-1", "db_retries must be at least 0"),
     ("shutdown_timeout", "-5", "shutdown_timeout must be at least 0"),
@@ -230,6 +231,8 @@ def test_good_values_pass_and_log_level_is_normalised():
                                    ENV_PREFIX + "PORT": "0"})
     assert s.log_level == "DEBUG" and s.port == 0
     assert Settings(port=65535, threads=1, workers=1, max_body_bytes=1).port == 65535
+    # Placement's "no bound".
+    assert Settings(max_allocation_candidates=-1).max_allocation_candidates == -1
 
 
 def test_bad_yaml_and_non_mapping_files_are_refused(tmp_path):
