@@ -108,6 +108,22 @@ def test_member_of_admits_only_sharing_providers_in_the_aggregate():
                      member_of=world.agg("x")) == [["cn", "ss_a"], ["cn", "ss_x"]]
 
 
+def test_summary_traits_come_in_placements_order():
+    # Placement lists a provider's traits in the order the traits were
+    # created (by trait id), not by name: a standard trait before a custom
+    # one created later.
+    from placement_lite.candidates import summaries
+    with fresh_database("sqlite") as db:
+        world = World(db)
+        world.provider("cn", inventory={"VCPU": 4},
+                       traits=["CUSTOM_ZED", "HW_NUMA_ROOT", "CUSTOM_ALPHA"])
+        req = parse_candidate_request({"resources": ["VCPU:1"]}, (1, 39))
+        with db.read() as conn:
+            result = engine.find(conn, req)
+            [summary] = summaries.summarize(conn, result, True)
+        assert summary.traits == ["HW_NUMA_ROOT", "CUSTOM_ZED", "CUSTOM_ALPHA"]
+
+
 # -- the property test ------------------------------------------------------
 
 CLASSES = ["VCPU", "MEMORY_MB", "DISK_GB"]

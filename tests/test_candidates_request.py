@@ -42,9 +42,41 @@ def test_last_required_wins_before_1_39():
     assert group.required == [{"B"}]
 
 
-def test_in_prefix_is_a_trait_name_before_1_39():
-    group = parse((1, 38), resources="VCPU:1", required="in:A").groups[""]
-    assert group.required == [{"in:A"}]
+def test_in_prefix_is_refused_before_1_39_naming_the_version():
+    for key in ("required", "required1"):
+        detail = bad((1, 38), resources1="VCPU:1", **{key: "in:A,B"})
+        assert detail.startswith(
+            "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,"
+            "CUSTOM_MAGIC' only supported since microversion 1.39.")
+    # Only the last value counts before 1.39, as in Placement.
+    group = parse((1, 38), resources="VCPU:1", required=["in:A", "B"]).groups[""]
+    assert group.required == [{"B"}]
+
+
+def test_in_prefix_errors_start_with_placements_phrase():
+    assert bad(resources="VCPU:1", required="in:A,,B").startswith(
+        "Invalid query string parameters: Expected 'required' parameter value "
+        "of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got an empty trait in: ")
+    assert bad(resources="VCPU:1", required="in:A,!B").startswith(
+        "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,"
+        "CUSTOM_MAGIC' does not support forbidden traits.")
+
+
+def test_empty_and_forbidden_trait_messages():
+    assert bad(resources="VCPU:1", required="A,,B").startswith(
+        "Invalid query string parameters: Expected 'required' parameter value "
+        "of the form: HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty trait in: A,,B")
+    assert bad((1, 21), resources="VCPU:1", required="A,!B").startswith(
+        "Invalid query string parameters: Expected 'required' parameter value "
+        "of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: A,!B")
+    # Suffixed keys keep Placement's phrase and name the key after it.
+    detail = bad(resources1="VCPU:1", required1="A,,B")
+    assert detail.startswith("Invalid query string parameters: Expected "
+                             "'required' parameter") and "required1" in detail
+
+
+def test_repeated_bangs_forbid_the_trait_as_placement_does():
+    assert parse(resources="VCPU:1", required="!!A").groups[""].forbidden == {"A"}
 
 
 def test_forbidden_traits_need_1_22():
@@ -79,12 +111,30 @@ def test_member_of_forms():
 
 
 def test_member_of_errors():
-    assert "valid UUID" in bad(resources="VCPU:1", member_of=f"in:{AGG1},!{AGG2}")
-    assert "'in:'" in bad(resources="VCPU:1", member_of=f"{AGG1},{AGG2}")
-    assert "valid UUID" in bad((1, 31), resources="VCPU:1", member_of=f"!{AGG1}")
-    assert "Multiple member_of" in bad((1, 23), resources="VCPU:1",
-                                       member_of=[AGG1, AGG2])
-    bad(resources="VCPU:1", member_of="nope")
+    assert bad(resources="VCPU:1", member_of=f"in:{AGG1},!{AGG2}").startswith(
+        "Invalid query string parameters: Expected 'member_of' parameter to "
+        "contain valid UUID(s). Got: !")
+    for version in ((1, 24), LATEST):
+        assert bad(version, resources="VCPU:1",
+                   member_of=f"{AGG1},{AGG2}").startswith(
+            "Multiple values for 'member_of' must be prefixed with the 'in:' "
+            "or '!in:' keyword using the valid microversion.")
+    assert bad((1, 23), resources="VCPU:1", member_of=[AGG1, AGG2]).startswith(
+        "Multiple member_of parameters are not supported")
+    assert bad(resources="VCPU:1", member_of="nope").startswith(
+        "Invalid query string parameters: Expected 'member_of' parameter to "
+        "contain valid UUID(s). Got: nope")
+
+
+def test_forbidden_aggregates_before_1_32_name_the_feature():
+    for value in (f"!{AGG1}", f"!in:{AGG1},{AGG2}"):
+        assert bad((1, 31), resources="VCPU:1", member_of=value).startswith(
+            "Forbidden member_of parameters are not supported in the "
+            "specified microversion")
+    assert bad((1, 31), resources1="VCPU:1", member_of1=f"!{AGG1}").startswith(
+        "Forbidden member_of1 parameters are not supported")
+    # A value that is no UUID at all is still that error first.
+    assert "valid UUID" in bad((1, 31), resources="VCPU:1", member_of="!nope")
 
 
 def test_granular_groups_and_suffixes():
@@ -104,8 +154,24 @@ def test_unnumbered_group_comes_first():
 
 
 def test_group_policy_required_for_two_numbered_groups():
-    assert "group_policy" in bad(resources1="VCPU:1", resources2="VCPU:1")
+    assert bad(resources1="VCPU:1", resources2="VCPU:1").startswith(
+        'The "group_policy" parameter is required when specifying more than '
+        'one "resources{N}" parameter.')
     parse(resources="VCPU:1", resources1="VCPU:1")
+
+
+def test_repeated_limit_and_group_policy_use_the_first_value():
+    req = parse(resources1="VCPU:1", resources2="VCPU:1",
+                group_policy=["isolate", "none"], limit=["10", "1"])
+    assert req.group_policy == "isolate" and req.limit == 10
+
+
+def test_repeated_group_values_use_the_last_as_placement_does():
+    req = parse(resources=["VCPU:1", "VCPU:2"], in_tree=[AGG1, AGG2])
+    assert req.groups[""].resources == {"VCPU": 2}
+    assert req.groups[""].in_tree == AGG2
+    # Every value is still checked.
+    bad(resources=["VCPU:x", "VCPU:2"])
 
 
 def test_orphans_before_1_36():
@@ -144,7 +210,18 @@ def test_nested_awareness():
 
 
 def test_in_tree_must_be_a_uuid():
-    assert "format of uuid" in bad(resources="VCPU:1", in_tree="x")
+    assert bad(resources="VCPU:1", in_tree="x").startswith(
+        "Invalid query string parameters: Expected 'in_tree' parameter to be "
+        "a format of uuid. Got: x")
+    assert "in_tree1" in bad(resources1="VCPU:1", in_tree1="x")
+
+
+def test_badly_formed_resources_start_with_placements_phrase():
+    for key in ("resources", "resources1"):
+        assert bad(**{key: "VCPU"}).startswith(
+            "Badly formed resources parameter. Expected resources query "
+            "string parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. "
+            "Got: VCPU.")
 
 
 def test_features_are_data():

@@ -11,7 +11,6 @@ from __future__ import annotations
 from placement_lite.candidates.filters import provider_filter_select
 from placement_lite.candidates.request import parse_provider_filters
 
-STRING = {"type": "string"}
 STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
@@ -27,8 +26,10 @@ def _ids(name: str):
 FILTERS = [
     dict(name="member_of", since="1.3", schema=STRINGS, ids=_ids("member_of"),
          repeats=True),
-    dict(name="resources", since="1.4", schema=STRING, ids=_ids("resources")),
-    dict(name="in_tree", since="1.14", schema=STRING, ids=_ids("in_tree")),
+    dict(name="resources", since="1.4", schema=STRINGS, ids=_ids("resources"),
+         repeats=True),
+    dict(name="in_tree", since="1.14", schema=STRINGS, ids=_ids("in_tree"),
+         repeats=True),
     dict(name="required", since="1.18", schema=STRINGS, ids=_ids("required"),
          repeats=True),
 ]

@@ -21,12 +21,12 @@ from placement_lite.ledger import capacity, lookup, resource_classes
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 
-
-
-def trait_ids(conn: Connection, names: Iterable[str]) -> dict:
+def trait_ids(conn: Connection, names: Iterable[str], context: str = "") -> dict:
+    """context: what Placement's message says before "No such trait(s)"
+    on this route."""
     return lookup.ids_by_name(
         conn, t.traits.c.name, t.traits.c.id, names,
-        lambda missing: f"No such trait(s): {', '.join(missing)}.")
+        lambda missing: f"{context}No such trait(s): {', '.join(missing)}.")
 
 
 def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict:
@@ -158,8 +158,9 @@ def provider_filter_select(conn: Connection, flt):
     if flt.required or flt.forbidden:
         names = set(flt.forbidden).union(*flt.required) if flt.required \
             else set(flt.forbidden)
-        clauses += trait_clauses(rp.c.id, flt.required, flt.forbidden,
-                                 trait_ids(conn, names))
+        clauses += trait_clauses(
+            rp.c.id, flt.required, flt.forbidden,
+            trait_ids(conn, names, 'Invalid trait(s) in "required" parameter: '))
     if flt.member_of or flt.forbidden_aggs:
         uuids = set(flt.forbidden_aggs).union(*flt.member_of) \
             if flt.member_of else set(flt.forbidden_aggs)

@@ -150,27 +150,33 @@ def is_uuid(value: str) -> bool:
 MAX_AMOUNT = 2147483647
 
 
+def _where(key: str, base: str) -> str:
+    """Placement's messages name the unsuffixed parameter; ours go on to
+    name the suffixed one the caller actually sent."""
+    return "" if key == base else f" (in parameter {key})"
+
+
 def parse_resources(value: str, key: str = "resources") -> dict:
     """'VCPU:2,MEMORY_MB:1024' -> {'VCPU': 2, 'MEMORY_MB': 1024}."""
-    form = f"?{key}=VCPU:2,MEMORY_MB:1024"
+    badly = ("Badly formed resources parameter. Expected resources query "
+             "string parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. "
+             "Got: %s." + _where(key, "resources"))
     if value.strip() == "":
-        raise _bad(f"Badly formed {key} parameter. Expected {key} query "
-                   f"string parameter in form: {form}. Got: empty string.")
+        raise _bad(badly % "empty string")
     result = {}
     for item in value.split(","):
         name, sep, amount = item.partition(":")
         name = name.strip()
         if not sep or not name or ":" in amount:
-            raise _bad(f"Badly formed {key} parameter. Expected {key} query "
-                       f"string parameter in form: {form}. Got: {item}.")
+            raise _bad(badly % item)
         try:
             number = int(amount)
         except ValueError:
             raise _bad(f"Requested resource {name} expected positive integer "
-                       f"amount. Got: {amount}.")
+                       f"amount. Got: {amount}.{_where(key, 'resources')}")
         if number < 1:
             raise _bad(f"Requested resource {name} requires amount >= 1. "
-                       f"Got: {number}.")
+                       f"Got: {number}.{_where(key, 'resources')}")
         if number > MAX_AMOUNT:
             # No inventory holds more; a larger number would also overflow
             # the database's integer comparison (a 500 on PostgreSQL).
@@ -178,6 +184,9 @@ def parse_resources(value: str, key: str = "resources") -> dict:
                        f"than any inventory can hold ({MAX_AMOUNT}).")
         result[name] = number
     return result
+
+
+ANY_FORM = "in:HW_CPU_X86_VMX,CUSTOM_MAGIC"
 
 
 def parse_required(values: Sequence[str], key: str, feats: Features):
@@ -190,29 +199,42 @@ def parse_required(values: Sequence[str], key: str, feats: Features):
         values = list(values)[-1:]
     required: list = []
     forbidden: set = set()
+    where = _where(key, "required")
     form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if feats.forbidden_traits \
         else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
     for value in values:
-        if feats.any_traits and value.startswith("in:"):
+        if value.startswith("in:"):
+            if not feats.any_traits:
+                raise _bad("Invalid query string parameters: The format "
+                           f"'{ANY_FORM}' only supported since microversion "
+                           f"1.39. Got: {value}{where}")
             names = {n.strip() for n in value[3:].split(",")}
-            if not all(names) or any(n.startswith("!") for n in names):
-                raise _bad(
-                    f"Invalid query string parameters: Expected '{key}' "
-                    "parameter value of the form: in:HW_CPU_X86_VMX,"
-                    f"CUSTOM_MAGIC (forbidden traits cannot be used with "
-                    f"'in:'). Got: {value}")
+            if not all(names):
+                raise _bad("Invalid query string parameters: Expected "
+                           "'required' parameter value of the form: "
+                           f"{ANY_FORM}. Got an empty trait in: {value}{where}")
+            if any(n.startswith("!") for n in names):
+                raise _bad(f"Invalid query string parameters: The format "
+                           f"'{ANY_FORM}' does not support forbidden traits. "
+                           f"Got: {value}{where}. List forbidden traits in a "
+                           f"separate {key} parameter.")
             required.append(names)
             continue
-        names = {n.strip() for n in value.split(",")}
-        if not all(names) or any(
-                n.startswith("!") and (not feats.forbidden_traits or len(n) == 1)
-                for n in names):
-            raise _bad(f"Invalid query string parameters: Expected '{key}' "
-                       f"parameter value of the form: {form}. Got: {value}")
-        for name in sorted(names):
-            if name.startswith("!"):
-                forbidden.add(name[1:])
-            else:
+        names = [n.strip() for n in value.split(",")]
+        # Placement strips every leading '!' ('!!A' forbids A).
+        banned = {n.lstrip("!") for n in names if n.startswith("!")}
+        if not all(names) or not all(banned):
+            raise _bad("Invalid query string parameters: Expected 'required' "
+                       f"parameter value of the form: {form}. Got an empty "
+                       f"trait in: {value}{where}")
+        if banned and not feats.forbidden_traits:
+            raise _bad("Invalid query string parameters: Expected 'required' "
+                       f"parameter value of the form: {form}. Got: {value}"
+                       f"{where}. Forbidden traits ('!') need microversion "
+                       "1.22 or later.")
+        forbidden |= banned
+        for name in sorted(set(names)):
+            if not name.startswith("!"):
                 required.append({name})
     return required, forbidden
 
@@ -225,17 +247,22 @@ def parse_member_of(values: Sequence[str], key: str, feats: Features):
     required: list = []
     forbidden: set = set()
     for value in values:
-        negate = feats.forbidden_aggregates and value.startswith("!")
+        negate = value.startswith("!")
         body = value[1:] if negate else value
-        if "," in body and not body.startswith("in:"):
-            prefix = "'in:' or '!in:'" if feats.forbidden_aggregates else "'in:'"
-            raise _bad(f"Multiple values for '{key}' must be prefixed with the "
-                       f"{prefix} keyword. Got: {value}")
+        if "," in value and not body.startswith("in:"):
+            raise _bad("Multiple values for 'member_of' must be prefixed with "
+                       "the 'in:' or '!in:' keyword using the valid "
+                       f"microversion. Got: {value}{_where(key, 'member_of')}")
         uuids = set(body[3:].split(",")) if body.startswith("in:") else {body}
         for agg in sorted(uuids):
             if not is_uuid(agg):
-                raise _bad(f"Invalid query string parameters: Expected '{key}' "
-                           f"parameter to contain valid UUID(s). Got: {agg}")
+                raise _bad("Invalid query string parameters: Expected "
+                           "'member_of' parameter to contain valid UUID(s). "
+                           f"Got: {agg}{_where(key, 'member_of')}")
+        if negate and not feats.forbidden_aggregates:
+            raise _bad(f"Forbidden {key} parameters are not supported in the "
+                       "specified microversion: '!' (not in an aggregate) "
+                       "needs microversion 1.32 or later.")
         if negate:
             forbidden |= uuids
         else:
@@ -244,10 +271,11 @@ def parse_member_of(values: Sequence[str], key: str, feats: Features):
 
 
 def parse_in_tree(value: str, key: str = "in_tree") -> str:
-    if not is_uuid(value):
-        raise _bad(f"Invalid query string parameters: Expected '{key}' "
-                   f"parameter to be a format of uuid. Got: {value}")
-    return value
+    if not is_uuid(value.strip()):
+        raise _bad("Invalid query string parameters: Expected 'in_tree' "
+                   f"parameter to be a format of uuid. Got: {value}"
+                   f"{_where(key, 'in_tree')}")
+    return value.strip()
 
 
 def _single(params: Mapping[str, Sequence[str]], key: str) -> Optional[str]:
@@ -258,6 +286,13 @@ def _single(params: Mapping[str, Sequence[str]], key: str) -> Optional[str]:
         raise _bad(f"Query parameter {key!r} may be specified only once.",
                    code=DUPLICATE_QUERYPARAM)
     return values[0]
+
+
+def _first(params: Mapping[str, Sequence[str]], key: str) -> Optional[str]:
+    """limit and group_policy: Placement takes the first of repeated values
+    (the schema has checked them all)."""
+    values = params.get(key)
+    return values[0] if values else None
 
 
 def _check_conflicts(groups: Mapping[str, RequestGroup]) -> None:
@@ -294,15 +329,17 @@ def parse_groups(params: Mapping[str, Sequence[str]], feats: Features) -> dict:
         group = groups.setdefault(suffix, RequestGroup(suffix=suffix))
         values = params[key]
         if prefix == "resources":
-            value = _single(params, key)
-            group.resources = parse_resources(value, key)
+            # Placement reads every repeated value and keeps the last.
+            for value in values:
+                group.resources = parse_resources(value, key)
         elif prefix == "required":
             group.required, group.forbidden = parse_required(values, key, feats)
         elif prefix == "member_of":
             group.member_of, group.forbidden_aggs = parse_member_of(
                 values, key, feats)
         else:
-            group.in_tree = parse_in_tree(_single(params, key), key)
+            for value in values:
+                group.in_tree = parse_in_tree(value, key)
     if "" in groups:
         groups = {"": groups[""], **{k: g for k, g in groups.items() if k}}
     return groups
@@ -358,7 +395,7 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
 
     limit = None
     if feats.limit and params.get("limit"):
-        limit = int(_single(params, "limit"))
+        limit = int(_first(params, "limit"))
 
     root_required: set = set()
     root_forbidden: set = set()
@@ -391,11 +428,13 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
     if feats.forbidden_traits:
         _check_conflicts(groups)
 
-    group_policy = _single(params, "group_policy") if feats.granular else None
+    group_policy = _first(params, "group_policy") if feats.granular else None
     numbered = [s for s in groups if s]
     if not group_policy and len(numbered) > 1:
         raise _bad('The "group_policy" parameter is required when specifying '
-                   'more than one "resources{$S}" parameter.')
+                   'more than one "resources{N}" parameter. Add '
+                   'group_policy=none to let groups share a provider, or '
+                   'group_policy=isolate to keep them on separate providers.')
 
     return CandidateRequest(
         groups=groups, limit=limit, group_policy=group_policy,
@@ -423,8 +462,9 @@ def parse_provider_filters(params: Mapping[str, Sequence[str]],
     """
     feats = Features(version)
     flt = ProviderListFilter()
-    if params.get("resources"):
-        flt.resources = parse_resources(_single(params, "resources"))
+    # A repeated resources or in_tree: Placement keeps the last value.
+    for value in params.get("resources") or ():
+        flt.resources = parse_resources(value)
     if params.get("required"):
         flt.required, flt.forbidden = parse_required(
             params["required"], "required", feats)
@@ -437,6 +477,6 @@ def parse_provider_filters(params: Mapping[str, Sequence[str]],
     if params.get("member_of"):
         flt.member_of, flt.forbidden_aggs = parse_member_of(
             params["member_of"], "member_of", feats)
-    if params.get("in_tree"):
-        flt.in_tree = parse_in_tree(_single(params, "in_tree"))
+    for value in params.get("in_tree") or ():
+        flt.in_tree = parse_in_tree(value)
     return flt

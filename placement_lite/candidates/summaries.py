@@ -23,7 +23,7 @@ from placement_lite.ledger import capacity
 class Summary(NamedTuple):
     uuid: str
     resources: list  # of (class name, capacity, used), by class id
-    traits: Optional[list]  # sorted names; None when not wanted
+    traits: Optional[list]  # names by trait id; None when not wanted
     parent_uuid: Optional[str]
     root_uuid: Optional[str]  # None when the tree is not wanted
 
@@ -53,7 +53,7 @@ def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
     else:
         rpt = t.resource_provider_traits
         tr = t.traits
-        query = (select(rpt.c.resource_provider_id, tr.c.name)
+        query = (select(rpt.c.resource_provider_id, tr.c.name, rpt.c.trait_id)
                  .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id)
                               .join(rp, rp.c.id == rpt.c.resource_provider_id)))
     return (query.where(column.between(bindparam("lo"), bindparam("hi"))),
@@ -126,14 +126,16 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
 
     traits: dict = {}
     if with_traits:
-        traits = {pid: [] for pid in rows}
+        by_id: dict = {pid: [] for pid in rows}
         for stmt, params in _selecting(_statements("traits", whole_trees), keys):
-            for pid, name in conn.execute(stmt, params).all():
-                found = traits.get(pid)
+            for pid, name, trait_id in conn.execute(stmt, params).all():
+                found = by_id.get(pid)
                 if found is not None:
-                    found.append(name)
-        for names in traits.values():
-            names.sort()
+                    found.append((trait_id, name))
+        # Placement's order: as the traits were created (by id), which
+        # puts standard traits before custom ones added later.
+        traits = {pid: [name for _id, name in sorted(found)]
+                  for pid, found in by_id.items()}
     out = []
     for pid in sorted(rows):
         row = rows[pid]

@@ -14,18 +14,20 @@ from placement_lite.candidates.request import NUMBERED_SUFFIX, STRING_SUFFIX
 STRINGS = {"type": "array", "items": {"type": "string"}, "minItems": 1}
 
 
-def _one(item: dict) -> dict:
-    return {"type": "array", "items": item, "minItems": 1, "maxItems": 1}
+def _many(item: dict) -> dict:
+    """A parameter that may repeat: every value is checked (Placement
+    checks only the last); which one counts is the parser's business."""
+    return {"type": "array", "items": item, "minItems": 1}
 
 
 _1_10 = {
     "type": "object",
-    "properties": {"resources": _one({"type": "string"})},
+    "properties": {"resources": STRINGS},
     "required": ["resources"],
     "additionalProperties": False,
 }
 _1_16 = copy.deepcopy(_1_10)
-_1_16["properties"]["limit"] = _one({"type": "string", "pattern": r"^[1-9][0-9]*$"})
+_1_16["properties"]["limit"] = _many({"type": "string", "pattern": r"^[1-9][0-9]*$"})
 _1_17 = copy.deepcopy(_1_16)
 _1_17["properties"]["required"] = STRINGS
 _1_21 = copy.deepcopy(_1_17)
@@ -33,8 +35,11 @@ _1_21["properties"]["member_of"] = STRINGS
 
 
 def _granular(suffix: str, in_tree: bool) -> dict:
-    prefixes = "resources|required|member_of" + ("|in_tree" if in_tree else "")
-    return {rf"^({prefixes})({suffix})?$": STRINGS}
+    # One pattern per prefix, as Placement's: its error for an unknown key
+    # lists them, and callers read them there.
+    prefixes = ["resources", "required", "member_of"] + (
+        ["in_tree"] if in_tree else [])
+    return {rf"^{prefix}({suffix})?$": STRINGS for prefix in prefixes}
 
 
 _1_25 = copy.deepcopy(_1_21)
@@ -42,7 +47,7 @@ del _1_25["required"]
 del _1_25["properties"]["resources"]
 del _1_25["properties"]["required"]
 del _1_25["properties"]["member_of"]
-_1_25["properties"]["group_policy"] = _one(
+_1_25["properties"]["group_policy"] = _many(
     {"type": "string", "enum": ["none", "isolate"]})
 _1_25["patternProperties"] = _granular(NUMBERED_SUFFIX, False)
 _1_31 = copy.deepcopy(_1_25)
