@@ -320,8 +320,10 @@ def test_a_writer_that_keeps_losing_gets_a_409(db, monkeypatch, failure):
     def always_losing(fn, retries=None):
         raise failure
 
-    monkeypatch.setattr(db, "run_write", always_losing)
+    # The app writes at start-up (settings it keeps in the database):
+    # only the request's own write keeps losing.
     client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    monkeypatch.setattr(db, "run_write", always_losing)
     resp = client.simulate_put(
         f"/allocations/{uuid.uuid4()}",
         headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.28"},
@@ -343,8 +345,8 @@ def test_any_write_that_keeps_losing_to_a_busy_database_gets_a_409(db, monkeypat
         raise OperationalError("INSERT INTO traits", {},
                                Exception("database is locked"))
 
-    monkeypatch.setattr(db, "run_write", always_busy)
     client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    monkeypatch.setattr(db, "run_write", always_busy)
     resp = client.simulate_put(
         "/traits/CUSTOM_BUSY",
         headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.23"})

@@ -46,7 +46,7 @@ class ProviderAggregates:
         def replace(conn):
             provider = providers.get_by_uuid(conn, uuid)
             seen = data["resource_provider_generation"] if checked else None
-            providers.check_generation(provider, seen)
+            providers.check_generation_unchanged(provider, seen)
             generation = aggregates.set_provider_aggregates(
                 conn, provider, wanted, seen, bump=checked)
             return generation

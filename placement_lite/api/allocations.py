@@ -8,8 +8,10 @@ from typing import Any, Mapping
 
 from placement_lite.api import errors, render, request
 from placement_lite.api.microversion import at_least, fields_at, versioned
+from placement_lite.api.phrases import prefixed
 from placement_lite.api.schemas import allocations as schema
 from placement_lite.ledger import allocations
+from placement_lite.ledger import errors as lerrors
 from placement_lite.ledger.allocations import UNCHECKED, ConsumerWrite
 from placement_lite.ledger.consumers import UNKNOWN_TYPE
 
@@ -22,8 +24,9 @@ CONSUMER_FIELDS = [("project_id", "1.12"), ("user_id", "1.12"),
 
 def check_uuid(value: str, what: str = "consumer") -> None:
     if not _UUID_RE.match(value):
+        shown = value if len(value) <= 64 else value[:64] + "..."
         raise errors.bad_request(
-            f"Malformed {what} uuid {value!r}: expected a UUID such as "
+            f"Malformed {what}_uuid: {shown}. Expected a UUID such as "
             "'a1b2c3d4-0000-4000-8000-000000000000'.")
 
 
@@ -120,7 +123,9 @@ class ProviderAllocations:
         self.services = services
 
     def on_get(self, req, resp, uuid):
-        with self.services.db.read() as conn:
+        with prefixed((lerrors.NotFound,
+                       f"Resource provider '{uuid}' not found: ")), \
+                self.services.db.read() as conn:
             generation, by_consumer, stamps = allocations.for_provider(conn, uuid)
         with_generation = at_least(req, "1.28")
         allocs = {}

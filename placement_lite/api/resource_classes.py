@@ -71,7 +71,9 @@ class ResourceClass:
         render.cache_headers(req, resp, [renamed.modified])
 
     def _ensure(self, req, resp, name):
-        request.validate({"name": name}, schema.PATH, what="Resource class name")
+        # Placement validates the name as a JSON body {"name": ...}, and
+        # says so ("JSON does not validate").
+        request.validate({"name": name}, schema.PATH)
         created = self.services.db.run_write(
             lambda conn: resource_classes.ensure(conn, name))
         resp.location = req.prefix + class_url(name)

@@ -9,17 +9,28 @@ from placement_lite.api.schemas import traits as schema
 from placement_lite.ledger import providers, traits
 
 
+INVALID_TRAIT = (
+    'The trait is invalid. A valid trait must be no longer than 255 '
+    'characters, start with the prefix "CUSTOM_" and use following '
+    'characters: "A"-"Z", "0"-"9" and "_"')
+
+
 def _name_filter(value: str) -> dict:
-    """?name=startswith:PREFIX or ?name=in:A,B as list_traits arguments."""
+    """?name=startswith:PREFIX or ?name=in:A,B as list_traits arguments.
+
+    As in Placement, a value without a colon is a 400, and an operator
+    other than the two filters nothing."""
     kind, sep, rest = value.partition(":")
-    if sep and kind == "startswith":
+    if not sep:
+        raise errors.bad_request(
+            "Badly formatted name parameter. Expected name query string "
+            "parameter in form: ?name=[in|startswith]:[name1,name2|prefix]. "
+            f'Got: "{value}"')
+    if kind == "startswith":
         return {"prefix": rest}
-    if sep and kind == "in":
-        return {"names": [n for n in rest.split(",") if n]}
-    raise errors.bad_request(
-        "Badly formatted name parameter. Expected name query string "
-        "parameter in form: ?name=startswith:[name_prefix]|in:[name1,name2,"
-        f"...]. Got: {value!r}")
+    if kind == "in":
+        return {"names": rest.split(",")}
+    return {}
 
 
 class Traits:
@@ -33,6 +44,10 @@ class Traits:
         params = request.query(req, schema.LIST_QUERY)
         kwargs = _name_filter(params["name"]) if "name" in params else {}
         if "associated" in params:
+            if params["associated"].lower() not in ("true", "false"):
+                raise errors.bad_request(
+                    'The query parameter "associated" only accepts "true" or '
+                    f'"false"; got "{params["associated"]}".')
             kwargs["associated"] = params["associated"].lower() == "true"
         with self.services.db.read() as conn:
             found = traits.list_traits(conn, **kwargs)
@@ -57,12 +72,9 @@ class Trait:
 
     @versioned("1.6")
     def on_put(self, req, resp, name):
-        if not name.startswith(traits.CUSTOM_PREFIX):
-            raise errors.bad_request(
-                f"The trait {name!r} is invalid: a custom trait must start "
-                "with the prefix CUSTOM_ and use only A-Z, 0-9 and _, at "
-                "most 255 characters.")
-        request.validate({"name": name}, schema.PATH, what="Trait name")
+        if not schema.valid_custom_trait(name):
+            shown = name if len(name) <= 64 else name[:64] + "..."
+            raise errors.bad_request(f"{INVALID_TRAIT}. Got: '{shown}'.")
         trait, created = self.services.db.run_write(
             lambda conn: traits.ensure(conn, name))
         resp.location = f"{req.prefix}/traits/{name}"
@@ -105,7 +117,8 @@ class ProviderTraits:
 
         def replace(conn):
             provider = providers.get_by_uuid(conn, uuid)
-            providers.check_generation(provider, data["resource_provider_generation"])
+            providers.check_generation_unchanged(
+                provider, data["resource_provider_generation"])
             generation = traits.set_provider_traits(
                 conn, provider, data["traits"],
                 data["resource_provider_generation"])

@@ -158,6 +158,17 @@ def check_generation(provider: Provider, seen: Optional[int]) -> None:
         raise _stale(provider.uuid, provider.generation, seen)
 
 
+def check_generation_unchanged(provider: Provider, seen: Optional[int]) -> None:
+    """check_generation, in the words Placement uses on the traits and
+    aggregates routes."""
+    if seen is not None and provider.generation != seen:
+        raise errors.ConcurrentUpdate(
+            "Resource provider's generation already changed. Please update "
+            f"the generation and try again. (Resource provider {provider.uuid} "
+            f"is at generation {provider.generation}, the request was made "
+            f"against generation {seen}.)")
+
+
 def _check_unique(conn: Connection, name: str, uuid: Optional[str],
                   exclude_id: Optional[int] = None) -> None:
     if uuid is not None:

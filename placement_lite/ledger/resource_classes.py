@@ -132,13 +132,16 @@ def delete_class(conn: Connection, name: str) -> None:
     """Delete a custom class; 400 for standard ones, 409 while in use."""
     current = get(conn, name)
     if current.standard:
-        raise errors.Invalid(f"Cannot delete standard resource class {name}.")
+        raise errors.Invalid(
+            "Error in delete resource class: Cannot delete standard resource "
+            f"class {name}.")
     for table, what in ((t.inventories, "inventory"),
                         (t.allocations, "allocations")):
         in_use = conn.execute(select(exists().where(
             table.c.resource_class_id == current.id))).scalar()
         if in_use:
             raise errors.Conflict(
-                f"Unable to delete resource class {name}: it is in use by "
-                f"{what}; remove that first.")
+                f"Error in delete resource class: Cannot delete resource class "
+                f"{name}. Class is in use in inventory. (Providers still have "
+                f"{what} of it; remove that first.)")
     conn.execute(delete(_rc).where(_rc.c.id == current.id))

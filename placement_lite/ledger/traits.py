@@ -96,7 +96,7 @@ def delete_trait(conn: Connection, name: str) -> None:
         raise errors.Invalid(f"Cannot delete standard trait {name}.")
     if conn.execute(select(exists().where(_rpt.c.trait_id == trait.id))).scalar():
         raise errors.Conflict(
-            f"The trait {name} is in use by a resource provider; remove it "
+            f"The trait {name} is in use by a resource provider. Remove it "
             "from the providers first.")
     conn.execute(delete(_tr).where(_tr.c.id == trait.id))
 
@@ -119,7 +119,7 @@ def set_provider_traits(conn: Connection, provider: Provider,
     """
     found = lookup.ids_by_name(
         conn, _tr.c.name, _tr.c.id, names,
-        lambda missing: f"No such trait(s): {', '.join(missing)}.")
+        lambda missing: f"No such trait {', '.join(missing)}.")
     new_generation = bump_generation(conn, provider, generation)
     lookup.sync_provider_links(conn, _rpt, "trait_id", provider.id,
                                found.values())
