@@ -1,0 +1,92 @@
+"""`application`, for WSGI servers other than our own: uwsgi, Apache mod_wsgi,
+gunicorn.
+
+    uwsgi --http :8778 --processes 4 --module placement_lite.wsgi:application
+
+Settings come from the same sources as `placement-lite serve`, less the
+flags a WSGI server cannot pass: the environment (PLACEMENT_LITE_*) and the
+YAML file PLACEMENT_LITE_CONFIG_FILE names. Settings that belong to our own
+server (host, port, workers, threads, shutdown_timeout) are the WSGI
+server's business and are ignored here.
+
+Importing the module does what `serve` does before it listens: it creates or
+upgrades the schema under the database's lock (so several processes starting
+together change it once), syncs the standard classes and traits, checks the
+deployment's quota enforcement and builds the app. A setting or database that
+cannot be used raises StartupError with the one line `serve` would print;
+the WSGI server then refuses to load the app.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Mapping, Optional
+
+from placement_lite import logs
+from placement_lite.config import Settings, load_settings
+from placement_lite.server import StartupError
+
+LOG = logging.getLogger(__name__)
+
+
+def _check_auth(settings: Settings) -> None:
+    # Under a WSGI server we cannot see which address is served, so noauth2
+    # (which trusts any caller's token) must be asked for out loud.
+    if settings.auth == "noauth2" and not settings.insecure_noauth2_on_open_address:
+        raise StartupError(
+            f"{settings.describe('auth')}: noauth2 trusts any caller who sends a "
+            "token, and under a WSGI server placement-lite cannot tell whether "
+            "the address it is served on is reachable from other machines; set "
+            "PLACEMENT_LITE_AUTH=keystone, or accept the risk with "
+            "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS=true", 2)
+
+
+def create_application(environ: Optional[Mapping[str, str]] = None,
+                       configure_logging: bool = True):
+    """Build the WSGI callable from the environment (os.environ by default).
+
+    The pool the start-up checks used is emptied before returning: servers
+    that load the app once and then fork (uwsgi without lazy-apps, mod_wsgi's
+    preloading) must not hand one database connection to several processes.
+    Each process opens its own on first use.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from placement_lite import server
+
+    environ = os.environ if environ is None else environ
+    try:
+        settings = load_settings({}, environ=environ)
+    except (ValueError, OSError) as exc:
+        raise StartupError(str(exc), 2) from None
+    if configure_logging:
+        logs.configure(settings.log_format, settings.log_level)
+    try:
+        _check_auth(settings)
+        try:
+            db = server.prepare_database(settings)
+        except (SQLAlchemyError, ImportError, OSError) as exc:
+            LOG.debug("database start-up failed", exc_info=True)
+            raise server._database_error(settings, exc) from None
+        try:
+            app = server._build_app(settings, db)
+        finally:
+            db.engine.dispose()
+    except StartupError as exc:
+        LOG.error("placement-lite cannot start: %s", exc)
+        raise
+    where = db.engine.url.render_as_string(hide_password=True)
+    LOG.info("placement-lite WSGI application ready (database: %s; auth: %s)",
+             where, settings.auth)
+    return app
+
+
+def __getattr__(name: str):
+    # Built on first access rather than at import, so importing the module
+    # (tools, tests, `python -c 'import placement_lite.wsgi'`) has no side
+    # effects; every WSGI server looks the attribute up once per process.
+    if name == "application":
+        app = create_application()
+        globals()["application"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,324 @@
+"""placement_lite.wsgi:application, as uwsgi and mod_wsgi load it.
+
+In-process: the module builds the app from the environment and the file
+PLACEMENT_LITE_CONFIG_FILE names, migrates a fresh database on first use,
+and refuses, in one line naming the setting, what `serve` refuses. Under
+uwsgi (skipped when it is not installed): several processes over one
+database start together, migrate it once, and a claims race through them
+grants exactly the capacity there is.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import falcon.testing
+import pytest
+
+from placement_lite.db import migrate
+from placement_lite.db.engine import Database
+from placement_lite.server import StartupError
+from tests.backends import backend_id, backend_urls, fresh_url
+
+ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No PLACEMENT_LITE_* from the caller's shell leaks into these tests."""
+    for key in list(os.environ):
+        if key.startswith("PLACEMENT_LITE_") and key != "PLACEMENT_LITE_TEST_DB_URLS":
+            monkeypatch.delenv(key)
+    return monkeypatch
+
+
+def _fresh_module_attribute(monkeypatch):
+    import placement_lite.wsgi as wsgi
+    # A previous test (or import) may have built and cached the app.
+    monkeypatch.delitem(wsgi.__dict__, "application", raising=False)
+    return wsgi
+
+
+def _sqlite(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'wsgi.sqlite'}"
+
+
+def test_application_is_built_from_the_environment(clean_env, tmp_path):
+    url = _sqlite(tmp_path)
+    clean_env.setenv("PLACEMENT_LITE_DB", url)
+    clean_env.setenv("PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS", "true")
+    clean_env.setenv("PLACEMENT_LITE_METRICS_ENABLED", "yes")
+    wsgi = _fresh_module_attribute(clean_env)
+
+    app = wsgi.application
+    assert wsgi.application is app  # built once per process
+    # The fresh file was migrated and the standard names synced.
+    db = Database(url)
+    try:
+        assert migrate.current_version(db.engine) == migrate.head_version()
+    finally:
+        db.dispose()
+
+    client = falcon.testing.TestClient(app)
+    rp = str(uuid.uuid4())
+    resp = client.simulate_post("/resource_providers", headers=ADMIN,
+                                json={"name": "cn1", "uuid": rp})
+    assert resp.status_code == 200, resp.text
+    resp = client.simulate_put(
+        f"/resource_providers/{rp}/inventories", headers=ADMIN,
+        json={"resource_provider_generation": 0,
+              "inventories": {"VCPU": {"total": 8}}})
+    assert resp.status_code == 200, resp.text
+    resp = client.simulate_get(f"/resource_providers/{rp}/inventories",
+                               headers=ADMIN)
+    assert resp.json["inventories"]["VCPU"]["total"] == 8
+    assert "x-openstack-request-id" in resp.headers
+    # PLACEMENT_LITE_METRICS_ENABLED took effect: the route exists.
+    assert client.simulate_get("/metrics").status_code == 200
+
+
+def test_the_config_file_is_read_and_the_environment_wins(clean_env, tmp_path):
+    wanted = tmp_path / "wanted.sqlite"
+    config = tmp_path / "placement-lite.yaml"
+    config.write_text(
+        f"db: sqlite:///{tmp_path / 'from-file.sqlite'}\n"
+        "insecure_noauth2_on_open_address: true\n"
+        "metrics_enabled: true\n", encoding="utf-8")
+    clean_env.setenv("PLACEMENT_LITE_CONFIG_FILE", str(config))
+    clean_env.setenv("PLACEMENT_LITE_DB", f"sqlite:///{wanted}")
+    wsgi = _fresh_module_attribute(clean_env)
+
+    client = falcon.testing.TestClient(wsgi.application)
+    assert client.simulate_get("/metrics").status_code == 200  # from the file
+    resp = client.simulate_post("/resource_providers", headers=ADMIN,
+                                json={"name": "from-wsgi"})
+    assert resp.status_code == 200, resp.text
+    assert wanted.exists()  # the environment's database, not the file's
+    assert not (tmp_path / "from-file.sqlite").exists()
+
+
+def test_a_given_environment_mapping_is_used_instead_of_os_environ(clean_env, tmp_path):
+    from placement_lite.wsgi import create_application
+
+    app = create_application({"PLACEMENT_LITE_DB": _sqlite(tmp_path),
+                              "PLACEMENT_LITE_AUTH": "noauth2",
+                              "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS": "1"},
+                             configure_logging=False)
+    resp = falcon.testing.TestClient(app).simulate_get("/", headers=ADMIN)
+    assert resp.status_code == 200
+    assert resp.json["versions"][0]["max_version"] == "1.39"
+
+
+def test_noauth2_must_be_asked_for_out_loud(clean_env, tmp_path):
+    from placement_lite.wsgi import create_application
+
+    with pytest.raises(StartupError) as caught:
+        create_application({"PLACEMENT_LITE_DB": _sqlite(tmp_path)},
+                           configure_logging=False)
+    message = str(caught.value)
+    assert "noauth2" in message
+    assert "PLACEMENT_LITE_AUTH=keystone" in message
+    assert "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS=true" in message
+    # Refused before the database was touched.
+    assert not (tmp_path / "wsgi.sqlite").exists()
+
+
+def test_a_bad_setting_is_refused_naming_its_variable(clean_env, tmp_path):
+    from placement_lite.wsgi import create_application
+
+    with pytest.raises(StartupError) as caught:
+        create_application({"PLACEMENT_LITE_DB": _sqlite(tmp_path),
+                            "PLACEMENT_LITE_MAX_BODY_BYTES": "lots"},
+                           configure_logging=False)
+    assert "PLACEMENT_LITE_MAX_BODY_BYTES=lots (environment)" in str(caught.value)
+    assert caught.value.status == 2
+
+
+def test_an_unusable_database_is_one_line(clean_env, tmp_path):
+    from placement_lite.wsgi import create_application
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    with pytest.raises(StartupError) as caught:
+        create_application(
+            {"PLACEMENT_LITE_DB": f"sqlite:///{blocker}/db.sqlite",
+             "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS": "true"},
+            configure_logging=False)
+    message = str(caught.value)
+    assert "PLACEMENT_LITE_DB=" in message and "(environment)" in message
+    assert "\n" not in message
+
+
+def test_the_start_up_pool_is_emptied_for_servers_that_fork(clean_env, tmp_path, monkeypatch):
+    """A server that loads the app and then forks must not share a pooled
+    connection between processes: none is left open after start-up."""
+    from placement_lite import server
+    from placement_lite.wsgi import create_application
+
+    built = []
+    real = server.prepare_database
+
+    def spy(settings):
+        db = real(settings)
+        built.append(db)
+        return db
+    monkeypatch.setattr(server, "prepare_database", spy)
+    create_application({"PLACEMENT_LITE_DB": _sqlite(tmp_path),
+                        "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS": "true"},
+                       configure_logging=False)
+    (db,) = built
+    assert db.engine.pool.checkedin() == 0
+    assert db.engine.pool.checkedout() == 0
+
+
+# uwsgi ---------------------------------------------------------------------
+
+def _uwsgi() -> str | None:
+    beside = Path(sys.executable).parent / "uwsgi"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("uwsgi")
+
+
+UWSGI = _uwsgi()
+needs_uwsgi = pytest.mark.skipif(
+    UWSGI is None, reason="uwsgi is not installed (pip install uwsgi, a "
+    "test-only dependency) next to this Python or on PATH")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _Uwsgi:
+    def __init__(self, db_url: str, processes: int, lazy: bool):
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PLACEMENT_LITE_")}
+        env.update(PLACEMENT_LITE_DB=db_url,
+                   PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS="true",
+                   PLACEMENT_LITE_DB_POOL_SIZE="4")
+        args = [UWSGI, "--master", "--need-app", "--die-on-term",
+                "--http-socket", f"127.0.0.1:{self.port}",
+                "--processes", str(processes), "--threads", "4",
+                "--module", "placement_lite.wsgi:application",
+                "--pythonpath", str(Path(__file__).resolve().parents[1])]
+        if sys.prefix != sys.base_prefix:
+            args += ["--home", sys.prefix]
+        if lazy:
+            # Every process imports the app itself: they all run the schema
+            # check at once, which the database lock must serialise.
+            args.append("--lazy-apps")
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=env,
+                                     start_new_session=True)
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def request(self, method, path, body=None, version="1.39"):
+        from tests.servers import Served
+        return Served(self.proc, self.base).request(method, path, body,
+                                                    version=version)
+
+    def wait_ready(self, processes: int, timeout: float = 90.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            ready = sum("WSGI app 0 (mountpoint='') ready" in line
+                        for line in self.lines)
+            if ready >= processes:
+                return
+            time.sleep(0.1)
+        raise AssertionError("uwsgi did not come up:\n" + "\n".join(self.lines))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(timeout=10)
+        self.reader.join(timeout=5)
+
+
+@needs_uwsgi
+@pytest.mark.parametrize("lazy", [True, False], ids=["lazy-apps", "preforked"])
+@pytest.mark.parametrize("base", backend_urls(), ids=backend_id)
+def test_claims_race_under_uwsgi_grants_exactly_capacity(base, lazy):
+    processes = 4
+    capacities = {str(uuid.uuid4()): total for total in (11, 17)}
+    with fresh_url(base) as url:
+        server = _Uwsgi(url, processes, lazy)
+        try:
+            server.wait_ready(processes if lazy else 1)
+            db = Database(url)
+            try:
+                assert migrate.current_version(db.engine) == migrate.head_version()
+            finally:
+                db.dispose()
+            for n, (rp, total) in enumerate(capacities.items()):
+                status, _h, body = server.request(
+                    "POST", "/resource_providers", {"name": f"host-{n}", "uuid": rp})
+                assert status == 200, body
+                status, _h, body = server.request(
+                    "PUT", f"/resource_providers/{rp}/inventories",
+                    {"resource_provider_generation": 0,
+                     "inventories": {"VCPU": {"total": total}}})
+                assert status == 200, body
+            statuses: list[int] = []
+            granted = {"p0": 0, "p1": 0}
+            lock = threading.Lock()
+
+            def claimer(project):
+                full: set[str] = set()
+                rng = random.Random()
+                while len(full) < len(capacities):
+                    rp = rng.choice([u for u in capacities if u not in full])
+                    status, _h, body = server.request(
+                        "PUT", f"/allocations/{uuid.uuid4()}",
+                        {"allocations": {rp: {"resources": {"VCPU": 1}}},
+                         "project_id": project, "user_id": "u",
+                         "consumer_generation": None, "consumer_type": "INSTANCE"})
+                    with lock:
+                        statuses.append(status)
+                        if status == 204:
+                            granted[project] += 1
+                    if status == 409 and "capacity" in str(body):
+                        full.add(rp)
+                    elif status not in (204, 409):
+                        return
+
+            threads = [threading.Thread(target=claimer, args=(f"p{i % 2}",))
+                       for i in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert set(statuses) <= {204, 409}, (statuses, server.lines[-20:])
+            assert sum(granted.values()) == sum(capacities.values())
+            for rp, total in capacities.items():
+                _s, _h, body = server.request("GET", f"/resource_providers/{rp}/usages")
+                assert body["usages"]["VCPU"] == total
+            for project, count in granted.items():
+                _s, _h, body = server.request("GET", f"/usages?project_id={project}")
+                assert body["usages"] == ({"VCPU": count} if count else {})
+        finally:
+            server.stop()
