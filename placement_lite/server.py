@@ -450,8 +450,8 @@ def _auth_summary(settings: Settings) -> str:
 
 def start(settings: Settings):
     """Everything that can fail before serving: settings the process needs
-    to check against the machine, the database, the app, the socket.
-    Returns (db, app, sock); raises StartupError."""
+    to check against the machine, the database, the socket, the app.
+    Returns (db, app, sock, enforcement in force); raises StartupError."""
     from placement_lite.quota import enforce
 
     if settings.workers > 1 and _in_memory(settings.db):
@@ -464,10 +464,12 @@ def start(settings: Settings):
     db = _open_database(settings)
     sock = None
     try:
+        # Bound before the app is built, so a taken port is reported before
+        # auth middleware has logged anything of its own.
+        sock = _listen(settings)
         app = _build_app(settings, db)
         with db.read() as conn:
             enforcement = enforce.current(conn, settings)
-        sock = _listen(settings)
         return db, app, sock, enforcement
     except BaseException:
         if sock is not None:

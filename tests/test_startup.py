@@ -64,13 +64,16 @@ def sqlite_path(tmp_path):
 
 # -- each start-up failure ---------------------------------------------------
 
-def test_port_in_use(sqlite_path):
+@pytest.mark.parametrize("auth", ["noauth2", "keystone"])
+def test_port_in_use(sqlite_path, auth):
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen(1)
     port = taken.getsockname()[1]
     try:
-        out = _run("serve", "--db", sqlite_path, "--port", str(port))
+        # keystone: refused before its middleware logs a line of its own.
+        out = _run("serve", "--db", sqlite_path, "--port", str(port), "--auth", auth,
+                   "--keystone-authtoken", "www_authenticate_uri=http://k/")
     finally:
         taken.close()
     _refused(out, f"--port {port}", f"127.0.0.1:{port} is already in use",
