@@ -199,9 +199,19 @@ def test_resourceless_groups_from_1_36():
 def test_root_required():
     req = parse(resources="VCPU:1", root_required="A,!B")
     assert req.root_required == {"A"} and req.root_forbidden == {"B"}
-    bad(resources="VCPU:1", root_required="A,!A")
-    bad(resources="VCPU:1", root_required=["A", "B"])
+    assert bad(resources="VCPU:1", root_required="A,!A").startswith(
+        "Conflicting required and forbidden traits found in root_required: A")
+    assert bad(resources="VCPU:1", root_required=["A", "B"]).startswith(
+        "Query parameter 'root_required' may be specified only once.")
     assert parse((1, 34), resources="VCPU:1").root_required == set()
+    # Placement parses it as a pre-1.39 trait list: no 'in:', '!!A' is !A.
+    assert bad(resources="VCPU:1", root_required="in:A,B").startswith(
+        "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,"
+        "CUSTOM_MAGIC' only supported since microversion 1.39.")
+    assert bad(resources="VCPU:1", root_required="A,,B").startswith(
+        "Invalid query string parameters: Expected 'required' parameter value "
+        "of the form: HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty trait in: A,,B")
+    assert parse(resources="VCPU:1", root_required="!!B").root_forbidden == {"B"}
 
 
 def test_nested_awareness():

@@ -150,6 +150,11 @@ def is_uuid(value: str) -> bool:
 MAX_AMOUNT = 2147483647
 
 
+# root_required takes the trait list of before any-of (no 'in:'), with
+# '!', at every microversion, as in Placement.
+ROOT_TRAIT_SYNTAX = Features((1, 38))
+
+
 def _where(key: str, base: str) -> str:
     """Placement's messages name the unsuffixed parameter; ours go on to
     name the suffixed one the caller actually sent."""
@@ -401,13 +406,9 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
     root_forbidden: set = set()
     if feats.root_required and params.get("root_required"):
         value = _single(params, "root_required")
-        names = {n.strip() for n in value.split(",")}
-        if not all(names) or any(n == "!" for n in names):
-            raise _bad("Invalid query string parameters: Expected "
-                       "'root_required' parameter value of the form: "
-                       f"HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got: {value}")
-        root_required = {n for n in names if not n.startswith("!")}
-        root_forbidden = {n[1:] for n in names if n.startswith("!")}
+        listed, root_forbidden = parse_required(
+            [value], "root_required", ROOT_TRAIT_SYNTAX)
+        root_required = {name for any_of in listed for name in any_of}
         conflicts = root_required & root_forbidden
         if conflicts:
             raise _bad("Conflicting required and forbidden traits found in "
