@@ -1,0 +1,141 @@
+"""Placement 16.0.0's own gabbi files against a live placement_lite.
+
+The full run needs the network (the release is downloaded at test time)
+and about a minute, so it is off unless PLACEMENT_LITE_CONFORMANCE=1
+(.ci/run sets it), and skipped when the release cannot be fetched. The
+ratchet's rules are tested offline below on made-up results.
+"""
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+
+import pytest
+
+from tests.backends import backend_id, backend_urls
+from tests.conformance import runner
+from tests.conformance.runner import FileResult, Outcome
+
+
+@pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
+def test_placement_16_gabbits(backend):
+    if os.environ.get(runner.ENABLE_ENV) != "1":
+        pytest.skip(f"conformance run is off: set {runner.ENABLE_ENV}=1 to download "
+                    f"{runner.RELEASE} and run its gabbi files over HTTP")
+    try:
+        directory = runner.gabbits_dir()
+    except runner.DownloadError as exc:
+        pytest.skip(f"cannot download {runner.RELEASE}: {exc}")
+    files = runner.select_files(directory)
+    results = runner.run_files(files, backend)
+    verdict = runner.judge(results, runner.pending_for(runner.read_pending(), backend))
+    report = runner.default_report_path(backend)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(runner.full_report(results, backend, verdict), encoding="utf-8")
+    print(runner.table(results, backend))
+    print(f"full report: {report}")
+    assert len(files) > 0 and all(r.outcomes or r.fixture_error for r in results), \
+        "the release's gabbi files ran no tests"
+    assert verdict.ok, "\n\n".join(verdict.problems())
+
+
+# --- the ratchet's rules, offline -----------------------------------------
+
+def _results(**statuses):
+    """One file, a.yaml, with tests named by keyword: status."""
+    return [FileResult("a.yaml", [Outcome(f"a.yaml::{name}", status, f"msg {name}")
+                                  for name, status in statuses.items()])]
+
+
+def test_ratchet_accepts_exactly_the_pending_failures():
+    verdict = runner.judge(_results(one="pass", two="fail", three="error"),
+                           {"a.yaml::two", "a.yaml::three"}, exclusions={})
+    assert verdict.ok, verdict.problems()
+
+
+def test_ratchet_fails_on_a_failure_not_listed():
+    verdict = runner.judge(_results(one="fail", two="fail"), {"a.yaml::two"},
+                           exclusions={})
+    assert [o.test_id for o in verdict.new_failures] == ["a.yaml::one"]
+    assert not verdict.ok
+    assert "new failure: a.yaml::one" in verdict.problems()[0]
+
+
+def test_ratchet_fails_when_a_pending_test_passes_and_names_it():
+    verdict = runner.judge(_results(one="pass", two="skip"),
+                           {"a.yaml::one", "a.yaml::two"}, exclusions={})
+    assert verdict.fixed_pending == ["a.yaml::one", "a.yaml::two"]
+    assert "now passes, remove from pending.txt: a.yaml::one" in verdict.problems()
+
+
+def test_ratchet_fails_on_pending_entries_that_name_no_test():
+    verdict = runner.judge(_results(one="pass"), {"a.yaml::gone", "b.yaml::other"},
+                           exclusions={})
+    # b.yaml did not run, so only a.yaml's entry can be judged stale.
+    assert verdict.stale_pending == ["a.yaml::gone"]
+    assert not verdict.ok
+
+
+def test_exclusions_are_not_counted_and_must_keep_failing():
+    exclusions = {"a.yaml::wsgi": "in-process only"}
+    failing = runner.judge(_results(one="pass", wsgi="error"), set(), exclusions)
+    assert failing.ok
+    assert runner.counts(_results(one="pass", wsgi="error")[0], exclusions) == (1, 1)
+    passing = runner.judge(_results(one="pass", wsgi="pass"), set(), exclusions)
+    assert passing.passing_exclusions == ["a.yaml::wsgi"]
+
+
+def test_a_fixture_failure_is_never_tolerated():
+    res = FileResult("a.yaml", fixture_error="fixture request POST ... answered 400")
+    verdict = runner.judge([res], {"a.yaml::one"}, exclusions={})
+    assert verdict.fixture_errors and not verdict.ok
+    # Its tests did not run, so its pending entries are not called stale.
+    assert not verdict.stale_pending
+
+
+def test_pending_file_backend_tags(tmp_path):
+    path = tmp_path / "pending.txt"
+    path.write_text("# comment\n\n# a.yaml\na.yaml::both\n"
+                    "[mysql] a.yaml::only mysql\n[postgresql] a.yaml::only mysql\n")
+    pending = runner.read_pending(path)
+    assert runner.pending_for(pending, "sqlite") == {"a.yaml::both"}
+    assert runner.pending_for(pending, "mysql+pymysql://root@127.0.0.1/") == {
+        "a.yaml::both", "a.yaml::only mysql"}
+
+
+def test_write_pending_round_trips_per_backend(tmp_path):
+    path = tmp_path / "pending.txt"
+    per_backend = {
+        "sqlite": _results(one="fail", two="pass", three="error"),
+        "mysql+pymysql://root@127.0.0.1/": _results(one="fail", two="fail", three="pass"),
+    }
+    assert runner.write_pending(per_backend, path) == 3
+    pending = runner.read_pending(path)
+    assert runner.pending_for(pending, "sqlite") == {"a.yaml::one", "a.yaml::three"}
+    assert runner.pending_for(pending, "mysql+pymysql://x@h/") == {
+        "a.yaml::one", "a.yaml::two"}
+    for backend, results in per_backend.items():
+        assert runner.judge(results, runner.pending_for(pending, backend), {}).ok
+
+
+def test_case_ids_number_repeated_names():
+    suite = {"tests": [{"name": "x"}, {"name": "y"}, {"name": "x"}]}
+    assert runner.case_ids("f.yaml", suite) == ["f.yaml::x", "f.yaml::y", "f.yaml::x [2]"]
+
+
+def test_unpacks_only_the_top_level_gabbits_of_a_wheel(tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("placement/tests/functional/gabbits/a.yaml", "tests: []\n")
+        zf.writestr("placement/tests/functional/gabbits/sub/b.yaml", "x")
+        zf.writestr("placement/tests/functional/gabbits/README", "x")
+        zf.writestr("placement/handlers/util.py", "x")
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / f"{runner.DIST_PREFIX}-py3-none-any.whl").write_bytes(buf.getvalue())
+    target = runner.gabbits_dir(tmp_path)
+    assert sorted(p.name for p in target.iterdir()) == [".complete", "a.yaml"]
+    # Cached: a second call reads nothing and downloads nothing.
+    (dist / f"{runner.DIST_PREFIX}-py3-none-any.whl").unlink()
+    assert runner.gabbits_dir(tmp_path) == target
