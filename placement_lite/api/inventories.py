@@ -5,6 +5,7 @@ import falcon
 
 from placement_lite.api import render, request
 from placement_lite.api.phrases import prefixed
+from placement_lite.api.resource_providers import exists_before_body
 from placement_lite.api.microversion import VersionedTable, at_least
 from placement_lite.api.schemas import inventories as schema
 from placement_lite.ledger import errors, inventories, providers
@@ -65,6 +66,7 @@ class Inventories:
                              or [provider.modified])
 
     def on_put(self, req, resp, uuid):
+        exists_before_body(self.services, req, uuid)
         data = request.json_body(req, schema.REPLACE)
         relaxed = _reserved_may_equal_total(req)
 
@@ -89,6 +91,7 @@ class Inventories:
         self._send(req, resp, invs, generation, provider)
 
     def on_post(self, req, resp, uuid):
+        exists_before_body(self.services, req, uuid)
         data = request.json_body(req, schema.CREATE_ONE)
         relaxed = _reserved_may_equal_total(req)
         name = data["resource_class"]
@@ -135,6 +138,7 @@ class Inventory:
         render.cache_headers(req, resp, [inv.modified])
 
     def on_put(self, req, resp, uuid, resource_class):
+        exists_before_body(self.services, req, uuid)
         data = request.json_body(req, schema.UPDATE_ONE)
         relaxed = _reserved_may_equal_total(req)
 

@@ -25,6 +25,17 @@ CREATE_REPLY = VersionedTable([("1.0", (falcon.HTTP_201, False)),
                                ("1.20", (falcon.HTTP_200, True))])
 
 
+def exists_before_body(services, req: falcon.Request, uuid: str) -> None:
+    """404 for an unknown provider before its body is read, in Placement's
+    order: a body of the wrong media type is refused first (415), then an
+    unknown provider (404), then a malformed or invalid body (400)."""
+    ctype = (req.content_type or "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        return
+    with services.db.read() as conn:
+        providers.get_by_uuid(conn, uuid)
+
+
 def provider_url(uuid: str) -> str:
     return f"/resource_providers/{uuid}"
 
@@ -129,6 +140,7 @@ class ResourceProvider:
         render.cache_headers(req, resp, [provider.modified])
 
     def on_put(self, req, resp, uuid):
+        exists_before_body(self.services, req, uuid)
         data = request.json_body(req, schema.UPDATE.at(req.context.microversion))
         reparent = at_least(req, "1.37")
 

@@ -27,6 +27,9 @@ from placement_lite.ledger import errors
 INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
 # How consumers without a type are reported from 1.38.
 UNKNOWN_TYPE = "unknown"
+# Placement's phrase for an allocation write that lost a race; what follows
+# says which one (seen only once every retry lost).
+RACE = "Inventory and/or allocations changed while attempting to allocate: "
 
 
 @dataclass
@@ -48,7 +51,7 @@ def _ensure_named(conn: Connection, table, column, value: str) -> int:
                             ).inserted_primary_key[0]
     except IntegrityError:
         raise errors.RaceLost(
-            f"{table.name} row {value!r} was created by another request at "
+            f"{RACE}{table.name} row {value!r} was created by another request at "
             "the same time; try again.")
 
 
@@ -126,7 +129,7 @@ def create(conn: Connection, uuid: str, project: str, user: str,
         # Another writer created this consumer since we looked: start over
         # in a fresh transaction, which will see it.
         raise errors.RaceLost(
-            f"consumer {uuid} was created by another request at the same "
+            f"{RACE}consumer {uuid} was created by another request at the same "
             "time; re-read its allocations and try again.")
     return Consumer(new_id, uuid, project, user, consumer_type, 1)
 
@@ -152,7 +155,7 @@ def claim(conn: Connection, consumer: Consumer, project: str, user: str,
         .values(values))
     if result.rowcount != 1:
         raise errors.RaceLost(
-            f"consumer {consumer.uuid} was changed by another request at the "
+            f"{RACE}consumer {consumer.uuid} was changed by another request at the "
             "same time; re-read its allocations and try again.")
     consumer.generation += 1
     consumer.project_id, consumer.user_id = project, user

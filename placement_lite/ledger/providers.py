@@ -143,8 +143,11 @@ def bump_generation(conn: Connection, provider: Provider | int,
         current = conn.execute(select(_rp.c.uuid, _rp.c.generation)
                                .where(_rp.c.id == provider_id)).first()
         if current is None:
+            which = (f"id {provider}" if isinstance(provider, int)
+                     else f"uuid {provider.uuid}")
             raise errors.ResourceProviderNotFound(
-                f"Resource provider {provider_id} was deleted meanwhile.")
+                f"No resource provider with {which} found: it was deleted "
+                "meanwhile.")
         raise _stale(current.uuid, current.generation, seen)
     return conn.scalar(select(_rp.c.generation).where(_rp.c.id == provider_id))
 
