@@ -38,7 +38,8 @@ def _reserved_may_equal_total(req) -> bool:
 
 def _method_not_allowed(req, allowed):
     raise falcon.HTTPMethodNotAllowed(
-        allowed, description=f"{req.method} {req.path} needs microversion "
+        allowed, description=f"The method {req.method} is not allowed for this "
+        f"resource. {req.method} {req.path} needs microversion "
         f"{DELETE_ALL_SINCE} or later.")
 
 
