@@ -58,12 +58,20 @@ def _validator(schema: Mapping) -> Draft7Validator:
     return validator
 
 
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def _printable(text: str) -> str:
+    """Control characters and lone surrogates as escapes, the rest as is."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
 def _path_text(path) -> str:
     parts = []
     for part in path:
         if isinstance(part, str):
-            text = quote_str(part, 40)[1:-1] if len(part) > 40 else part
-            parts.append(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+            cut = f"{part[:40]}…" if len(part) > 40 else part
+            parts.append(_printable(cut))
         else:
             parts.append(str(part))
     return "/".join(parts)
