@@ -440,10 +440,10 @@ def _build_app(settings: Settings, db: Database):
         raise
 
 
-def _auth_summary(settings: Settings) -> str:
+def _auth_summary(settings: Settings, sock: socket.socket) -> str:
     if settings.auth == "keystone":
         return "keystone"
-    if settings.insecure_noauth2_on_open_address:
+    if not _loopback(sock.getsockname()[0]):
         return "noauth2 (INSECURE: any caller with a token is trusted, on an open address)"
     return "noauth2 (development: callers are trusted; loopback only)"
 
@@ -489,12 +489,13 @@ def serve(settings: Settings) -> int:
                            f"{_first_line(exc)}") from None
     where = db.engine.url.render_as_string(hide_password=True)
     workers = max(1, settings.workers)
-    if settings.auth == "noauth2" and settings.insecure_noauth2_on_open_address:
+    auth = _auth_summary(settings, sock)
+    if "INSECURE" in auth:
         LOG.warning("noauth2 on an open address: anyone who can reach %s "
                     "can act as admin", _where(sock))
     print(f"placement-lite listening on {_where(sock)} "
           f"(database: {where}; {workers} worker{'s' if workers > 1 else ''}, "
-          f"{settings.threads} threads each; auth: {_auth_summary(settings)}; "
+          f"{settings.threads} threads each; auth: {auth}; "
           f"quota enforcement: {enforcement.summary()})",
           file=sys.stderr, flush=True)
     try:
