@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
+import multiprocessing
 import os
 import pathlib
 import subprocess
@@ -57,6 +59,7 @@ GABBITS_IN_RELEASE = "placement/tests/functional/gabbits/"
 ENABLE_ENV = "PLACEMENT_LITE_CONFORMANCE"
 CACHE_ENV = "PLACEMENT_LITE_CONFORMANCE_CACHE"
 REPORT_ENV = "PLACEMENT_LITE_CONFORMANCE_REPORT"
+JOBS_ENV = "PLACEMENT_LITE_CONFORMANCE_JOBS"
 
 PENDING_FILE = pathlib.Path(__file__).resolve().parent / "pending.txt"
 
@@ -294,6 +297,11 @@ def run_file(path: pathlib.Path, backend: str = "sqlite") -> FileResult:
         result.fixture_error = str(exc)
         return result
     with ExitStack() as stack:
+        # Fixtures export $ENVIRON values through the process environment;
+        # put it back after each file so no file sees another's values
+        # (which files ran before in a process varies with --jobs).
+        saved_env = dict(os.environ)
+        stack.callback(lambda: (os.environ.clear(), os.environ.update(saved_env)))
         db = stack.enter_context(fresh_database(backend))
         app = create_app(Settings(db=db.url, **settings), db)
         port = stack.enter_context(serving(app))
@@ -333,13 +341,39 @@ def select_files(directory: pathlib.Path, names=None) -> list[pathlib.Path]:
     return chosen
 
 
-def run_files(files, backend: str = "sqlite", progress=None) -> list[FileResult]:
-    results = []
-    for path in files:
-        res = run_file(path, backend)
-        results.append(res)
-        if progress:
-            progress(res)
+def default_jobs(backend: str) -> int:
+    """Files run in parallel worker processes on database servers, where
+    most of a file's time is waiting for the server to create and migrate
+    its fresh database; on SQLite one process is as fast."""
+    if os.environ.get(JOBS_ENV):
+        return max(1, int(os.environ[JOBS_ENV]))
+    return 1 if backend == "sqlite" else 4
+
+
+def run_files(files, backend: str = "sqlite", progress=None,
+              jobs: int | None = None) -> list[FileResult]:
+    """Run the files, in order or (jobs > 1) in separate processes, each
+    file alone in its process at a time: fixtures export `$ENVIRON`
+    values through the process environment."""
+    files = list(files)
+    jobs = default_jobs(backend) if jobs is None else jobs
+    if jobs <= 1 or len(files) <= 1:
+        results = []
+        for path in files:
+            results.append(run_file(path, backend))
+            if progress:
+                progress(results[-1])
+        return results
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(files)),
+                                                mp_context=ctx) as pool:
+        futures = {pool.submit(run_file, path, backend): i
+                   for i, path in enumerate(files)}
+        results = [None] * len(files)
+        for fut in concurrent.futures.as_completed(futures):
+            results[futures[fut]] = fut.result()
+            if progress:
+                progress(results[futures[fut]])
     return results
 
 
@@ -514,6 +548,9 @@ def main(argv=None) -> int:
     parser.add_argument("--backend", action="append", default=[],
                         help="sqlite (default) or a server URL as in "
                              "PLACEMENT_LITE_TEST_DB_URLS; repeatable")
+    parser.add_argument("-j", "--jobs", type=int, default=None,
+                        help=f"worker processes (default: ${JOBS_ENV}, else 1 "
+                             "on sqlite and 4 on a database server)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print every failure's full message")
     parser.add_argument("--report", help=f"report file (default: ${REPORT_ENV} "
@@ -550,7 +587,7 @@ def main(argv=None) -> int:
     status = 0
     for backend in backends:
         print(f"running {len(files)} file(s) on {backend_id(backend)}...", file=sys.stderr)
-        results = run_files(files, backend, progress=progress)
+        results = run_files(files, backend, progress=progress, jobs=args.jobs)
         per_backend[backend] = results
         verdict = judge(results, pending_for(pending_all, backend))
         text = full_report(results, backend, verdict)
