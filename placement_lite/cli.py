@@ -71,6 +71,20 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (("upgrade", "create or upgrade the schema"),
                        ("version", "print the schema revision")):
         common(db_sub.add_parser(name, help=text))
+    imp = db_sub.add_parser(
+        "import", help="copy an OpenStack Placement database (2023.1 .. 16.0) "
+        "into this one, in one transaction; the source is only read")
+    common(imp)
+    imp.add_argument("--from", dest="from_url", required=True, metavar="URL",
+                     help="Placement's database URL, e.g. "
+                     "mysql+pymysql://placement:PASSWORD@db/placement")
+    imp.add_argument("--dry-run", action="store_true",
+                     help="read and check everything, write nothing")
+    imp.add_argument("--force", action="store_true",
+                     help="if the target already holds providers, aggregates, "
+                     "consumers, allocations, custom classes or custom traits, "
+                     "delete them first (same transaction); projects, users, "
+                     "consumer types and quota data are kept")
 
     quota = sub.add_parser("quota", help="the deployment's quota enforcement")
     quota_sub = quota.add_subparsers(dest="quota_command", required=True)
@@ -86,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # Parser destinations that are not settings.
-_NOT_SETTINGS = ("command", "db_command", "quota_command", "set_enforce", "set_model")
+_NOT_SETTINGS = ("command", "db_command", "quota_command", "set_enforce", "set_model",
+                 "from_url", "dry_run", "force")
 
 
 def _flag_spellings(parser: argparse.ArgumentParser, command: str) -> dict:
@@ -126,6 +141,8 @@ def main(argv=None) -> int:
             return serve(settings)
         if args.command == "quota":
             return _quota_enforcement(settings, args)
+        if args.db_command == "import":
+            return _db_import(settings, args)
         return _db(settings, args)
     except StartupError as exc:
         print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
@@ -167,6 +184,38 @@ def _db(settings, args) -> int:
     finally:
         database.dispose()
     return 0
+
+
+def _db_import(settings, args) -> int:
+    """Import Placement's database: the schema here is created or upgraded
+    first (not in a dry run), then the ledger is copied in one transaction."""
+    from placement_lite.db import importer, migrate
+    from placement_lite.ledger import standards
+    from placement_lite.server import _database_error, _first_line
+    from sqlalchemy.exc import SQLAlchemyError
+
+    database = _open(settings)
+    try:
+        if not args.dry_run:
+            try:
+                migrate.upgrade(database.engine)
+                standards.sync(database)
+            except (SQLAlchemyError, OSError) as exc:
+                raise _database_error(settings, exc) from None
+        try:
+            report = importer.run(args.from_url, database, dry_run=args.dry_run,
+                                  force=args.force)
+        except importer.ImportRefused as exc:
+            print(f"placement-lite: import refused: {exc}", file=sys.stderr)
+            return 1
+        except (SQLAlchemyError, ImportError, OSError) as exc:
+            print("placement-lite: import failed, nothing was written: "
+                  f"{type(exc).__name__}: {_first_line(exc)}", file=sys.stderr)
+            return 1
+        print(report.render())
+        return 0
+    finally:
+        database.dispose()
 
 
 def _quota_enforcement(settings, args) -> int:

@@ -1,7 +1,6 @@
-"""`application`, for WSGI servers other than our own: uwsgi, Apache mod_wsgi,
-gunicorn.
-
-    uwsgi --http :8778 --processes 4 --module placement_lite.wsgi:application
+"""Build the WSGI application the way `placement-lite serve` does, for WSGI
+servers other than our own (placement_lite.wsgi holds the `application`
+they load).
 
 Settings come from the same sources as `placement-lite serve`, less the
 flags a WSGI server cannot pass: the environment (PLACEMENT_LITE_*) and the
@@ -9,12 +8,11 @@ YAML file PLACEMENT_LITE_CONFIG_FILE names. Settings that belong to our own
 server (host, port, workers, threads, shutdown_timeout) are the WSGI
 server's business and are ignored here.
 
-Importing the module does what `serve` does before it listens: it creates or
-upgrades the schema under the database's lock (so several processes starting
-together change it once), syncs the standard classes and traits, checks the
-deployment's quota enforcement and builds the app. A setting or database that
-cannot be used raises StartupError with the one line `serve` would print;
-the WSGI server then refuses to load the app.
+Building does what `serve` does before it listens: create or upgrade the
+schema under the database's lock (so several processes starting together
+change it once), sync the standard classes and traits, check the
+deployment's quota enforcement, build the app. A setting or database that
+cannot be used raises StartupError with the one line `serve` would print.
 """
 from __future__ import annotations
 
@@ -79,14 +77,3 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
     LOG.info("placement-lite WSGI application ready (database: %s; auth: %s)",
              where, settings.auth)
     return app
-
-
-def __getattr__(name: str):
-    # Built on first access rather than at import, so importing the module
-    # (tools, tests, `python -c 'import placement_lite.wsgi'`) has no side
-    # effects; every WSGI server looks the attribute up once per process.
-    if name == "application":
-        app = create_application()
-        globals()["application"] = app
-        return app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

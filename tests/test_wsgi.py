@@ -40,11 +40,11 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
-def _fresh_module_attribute(monkeypatch):
-    import placement_lite.wsgi as wsgi
-    # A previous test (or import) may have built and cached the app.
-    monkeypatch.delitem(wsgi.__dict__, "application", raising=False)
-    return wsgi
+def _import_wsgi(monkeypatch):
+    """Import placement_lite.wsgi afresh, as a server process would."""
+    import importlib
+    monkeypatch.delitem(sys.modules, "placement_lite.wsgi", raising=False)
+    return importlib.import_module("placement_lite.wsgi")
 
 
 def _sqlite(tmp_path) -> str:
@@ -56,10 +56,7 @@ def test_application_is_built_from_the_environment(clean_env, tmp_path):
     clean_env.setenv("PLACEMENT_LITE_DB", url)
     clean_env.setenv("PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS", "true")
     clean_env.setenv("PLACEMENT_LITE_METRICS_ENABLED", "yes")
-    wsgi = _fresh_module_attribute(clean_env)
-
-    app = wsgi.application
-    assert wsgi.application is app  # built once per process
+    app = _import_wsgi(clean_env).application
     # The fresh file was migrated and the standard names synced.
     db = Database(url)
     try:
@@ -94,9 +91,7 @@ def test_the_config_file_is_read_and_the_environment_wins(clean_env, tmp_path):
         "metrics_enabled: true\n", encoding="utf-8")
     clean_env.setenv("PLACEMENT_LITE_CONFIG_FILE", str(config))
     clean_env.setenv("PLACEMENT_LITE_DB", f"sqlite:///{wanted}")
-    wsgi = _fresh_module_attribute(clean_env)
-
-    client = falcon.testing.TestClient(wsgi.application)
+    client = falcon.testing.TestClient(_import_wsgi(clean_env).application)
     assert client.simulate_get("/metrics").status_code == 200  # from the file
     resp = client.simulate_post("/resource_providers", headers=ADMIN,
                                 json={"name": "from-wsgi"})
@@ -106,7 +101,7 @@ def test_the_config_file_is_read_and_the_environment_wins(clean_env, tmp_path):
 
 
 def test_a_given_environment_mapping_is_used_instead_of_os_environ(clean_env, tmp_path):
-    from placement_lite.wsgi import create_application
+    from placement_lite.deploy import create_application
 
     app = create_application({"PLACEMENT_LITE_DB": _sqlite(tmp_path),
                               "PLACEMENT_LITE_AUTH": "noauth2",
@@ -118,7 +113,7 @@ def test_a_given_environment_mapping_is_used_instead_of_os_environ(clean_env, tm
 
 
 def test_noauth2_must_be_asked_for_out_loud(clean_env, tmp_path):
-    from placement_lite.wsgi import create_application
+    from placement_lite.deploy import create_application
 
     with pytest.raises(StartupError) as caught:
         create_application({"PLACEMENT_LITE_DB": _sqlite(tmp_path)},
@@ -131,8 +126,17 @@ def test_noauth2_must_be_asked_for_out_loud(clean_env, tmp_path):
     assert not (tmp_path / "wsgi.sqlite").exists()
 
 
+def test_importing_with_unusable_settings_fails_the_import(clean_env, tmp_path):
+    """What a WSGI server sees: the import raises, so it loads no app."""
+    clean_env.setenv("PLACEMENT_LITE_DB", _sqlite(tmp_path))
+    with pytest.raises(StartupError) as caught:
+        _import_wsgi(clean_env)
+    assert "noauth2" in str(caught.value)
+    assert "placement_lite.wsgi" not in sys.modules
+
+
 def test_a_bad_setting_is_refused_naming_its_variable(clean_env, tmp_path):
-    from placement_lite.wsgi import create_application
+    from placement_lite.deploy import create_application
 
     with pytest.raises(StartupError) as caught:
         create_application({"PLACEMENT_LITE_DB": _sqlite(tmp_path),
@@ -143,7 +147,7 @@ def test_a_bad_setting_is_refused_naming_its_variable(clean_env, tmp_path):
 
 
 def test_an_unusable_database_is_one_line(clean_env, tmp_path):
-    from placement_lite.wsgi import create_application
+    from placement_lite.deploy import create_application
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory", encoding="utf-8")
@@ -161,7 +165,7 @@ def test_the_start_up_pool_is_emptied_for_servers_that_fork(clean_env, tmp_path,
     """A server that loads the app and then forks must not share a pooled
     connection between processes: none is left open after start-up."""
     from placement_lite import server
-    from placement_lite.wsgi import create_application
+    from placement_lite.deploy import create_application
 
     built = []
     real = server.prepare_database
@@ -318,7 +322,8 @@ def test_claims_race_under_uwsgi_grants_exactly_capacity(base, lazy):
                 _s, _h, body = server.request("GET", f"/resource_providers/{rp}/usages")
                 assert body["usages"]["VCPU"] == total
             for project, count in granted.items():
-                _s, _h, body = server.request("GET", f"/usages?project_id={project}")
+                _s, _h, body = server.request("GET", f"/usages?project_id={project}",
+                                              version="1.9")
                 assert body["usages"] == ({"VCPU": count} if count else {})
         finally:
             server.stop()
