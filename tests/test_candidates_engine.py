@@ -7,7 +7,7 @@ import itertools
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from sqlalchemy import delete, insert
 
 from placement_lite.candidates import engine
@@ -122,6 +122,68 @@ def test_summary_traits_come_in_placements_order():
             result = engine.find(conn, req)
             [summary] = summaries.summarize(conn, result, True)
         assert summary.traits == ["HW_NUMA_ROOT", "CUSTOM_ZED", "CUSTOM_ALPHA"]
+
+
+def test_groups_that_fit_in_sum_but_not_in_units_are_refused_quickly():
+    # 2 x 101 units hold at most 50 groups of 2 each: 101 groups fit the
+    # total (202) but no split. Trying the splits one by one is 2^100
+    # steps; a dead end reached before (same level, same amounts placed)
+    # is not searched again.
+    count = 101
+    groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 2})
+              for i in range(1, count + 1)}
+    search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
+    search.facts_now.inventory = {(7, 1): (101, 0, 101), (8, 1): (101, 0, 101)}
+    assert list(search._combine([[7, 8]] * count)) == []
+
+
+def test_dead_ends_are_remembered_per_placement_not_per_order():
+    # Every split of 3 + 3 groups over two providers of 3 slots each
+    # is a candidate, and a 7th group that fits nowhere kills them all;
+    # with one more unit on provider 8 the candidates all come back.
+    groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
+              for i in range(1, 8)}
+    search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
+    search.facts_now.inventory = {(7, 1): (3, 0, 3), (8, 1): (3, 0, 3)}
+    assert list(search._combine([[7, 8]] * 7)) == []
+    search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
+    search.facts_now.inventory = {(7, 1): (3, 0, 3), (8, 1): (4, 0, 4)}
+    found = list(search._combine([[7, 8]] * 7))
+    # choose which 3 of the 7 go to provider 7
+    assert len(found) == 35 and all(c.count(7) == 3 for c in found)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_combination_matches_the_product(data):
+    # The walk (with its remembered dead ends) yields exactly the product
+    # of the options that passes capacity and isolation, in order.
+    count = data.draw(st.integers(1, 7))
+    amounts = [data.draw(st.integers(1, 3)) for _ in range(count)]
+    policy = data.draw(st.sampled_from(["none", "isolate"]))
+    groups = {str(i + 1): RequestGroup(suffix=str(i + 1), resources={"X": a})
+              for i, a in enumerate(amounts)}
+    search = _search(CandidateRequest(groups=groups, group_policy=policy),
+                     {"X": 1})
+    caps = {rp: data.draw(st.integers(1, 9)) for rp in (1, 2, 3, 4)}
+    search.facts_now.inventory = {(rp, 1): (cap, 0, cap) for rp, cap in caps.items()}
+    # The SQL offers a provider for a slot only when the slot alone fits.
+    options = [data.draw(st.lists(
+        st.sampled_from([rp for rp in caps if caps[rp] >= a] or [None]),
+        min_size=1, max_size=4, unique=True)) for a in amounts]
+    assume(all(None not in opts for opts in options))
+    expected = []
+    for combo in itertools.product(*options):
+        used = {}
+        for rp, a in zip(combo, amounts):
+            used[rp] = used.get(rp, 0) + a
+        if any(total > caps[rp] for rp, total in used.items()
+               if list(combo).count(rp) > 1):
+            continue
+        if policy == "isolate" and count > 1 and len(set(combo)) != count:
+            continue
+        expected.append(combo)
+    assert list(search._combine(options)) == expected
 
 
 # -- the property test ------------------------------------------------------

@@ -40,6 +40,9 @@ FIRST_SPAN = 256
 MIN_SPAN = 32
 MAX_SPAN = 1 << 16
 IN_CHUNK = 500
+# Dead ends remembered per tree by the combination step (see _combine);
+# past this many it goes on without remembering more.
+MAX_DEAD_ENDS = 200_000
 # Slice statements by request shape (see Search._built): a busy service
 # sees the same few flavors again and again.
 STATEMENT_CACHE_SIZE = 256
@@ -590,6 +593,24 @@ class Search:
 
         if n == 0 or (multi and not self._room_for_all(options)):
             return
+        # Dead ends: capacity merging and isolation make a level fail for
+        # what has been placed, not for the order it was placed in. A
+        # level that yielded nothing is remembered by that state and not
+        # searched again, so many alike groups that cannot all fit are
+        # refused in polynomial, not exponential, steps.
+        memo = multi or self.isolate
+        needed = self._needed_choices(subtree_checks) if memo else ()
+        dead: set = set()
+        entered = [0] * n  # per level: yields before it was entered
+        keys: list = [None] * n
+        yields = 0
+
+        def state(j):
+            placed = frozenset(kv for kv in amounts.items() if kv[1])
+            taken = frozenset(rp for rp, k in in_use.items() if k) \
+                if self.isolate else None
+            return (j, placed, taken, tuple(chosen[m] for m in needed[j]))
+
         # Depth-first over the slots with an explicit stack of option
         # iterators: a request may have as many slots as groups and
         # classes, more than Python's recursion allows.
@@ -627,11 +648,37 @@ class Search:
                 break
             else:
                 levels.pop()
+                if memo and i and yields == entered[i] and len(dead) < MAX_DEAD_ENDS:
+                    dead.add(keys[i])
                 continue
             if i + 1 == n:
+                yields += 1
                 yield tuple(chosen)
+            elif memo:
+                key = state(i + 1)
+                if key not in dead:
+                    keys[i + 1] = key
+                    entered[i + 1] = yields
+                    levels.append(iter(options[i + 1]))
             else:
                 levels.append(iter(options[i + 1]))
+
+    def _needed_choices(self, subtree_checks: dict) -> list:
+        """Per level j: the earlier slots whose chosen provider a later
+        check still reads (the unnumbered group's traits, same_subtree)."""
+        n = len(self.slots)
+        last_unnumbered = self.unnumbered_slots[-1] if self.unnumbered_slots else -1
+        needed = []
+        for j in range(n):
+            used = set()
+            if j <= last_unnumbered:
+                used.update(m for m in self.unnumbered_slots if m < j)
+            for at, groups in subtree_checks.items():
+                if at >= j:
+                    for members in groups:
+                        used.update(m for m in members if m < j)
+            needed.append(tuple(sorted(used)))
+        return needed
 
     def _room_for_all(self, options: list) -> bool:
         """For each class several slots ask for, the providers that may
