@@ -281,6 +281,8 @@ def test_two_processes_over_one_database_agree(backend):
             assert _check(client, 3).status_code == 204
             assert _claim(client, rp, 3).status_code == 204
             assert client.simulate_get("/healthcheck").json["quota"]["enforced"] is False
+            model = client.simulate_get("/v3/limits/model", headers=ADMIN).json
+            assert model["model"]["enforced"] is False
 
 
 def test_the_first_start_stores_its_settings_and_later_ones_follow():
