@@ -1,6 +1,8 @@
 """A connection lost during COMMIT: the outcome is unknown, and the caller
 is told so (503, `placement.outcome_unknown`, how to find out) instead of
-getting a 500 or a blind retry that could apply the write twice.
+getting a 500 or a blind retry that could apply the write twice. A
+connection lost before COMMIT changed nothing: a 503 the caller may
+simply repeat (`placement.database_unavailable`).
 
 On SQLite the loss is simulated after the commit really happened (the
 worst case: the claim is stored, the caller heard nothing). On MariaDB
@@ -16,7 +18,7 @@ import uuid
 
 import falcon.testing
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 
 from placement_lite.app import create_app
 from placement_lite.config import Settings
@@ -25,22 +27,31 @@ LATEST = {"OpenStack-API-Version": "placement latest", "X-Auth-Token": "admin"}
 
 
 class CommitFault:
-    """Arms a one-shot connection loss on the next COMMIT of `db`, and
-    counts the COMMITs attempted while the request runs."""
+    """Arms a one-shot connection loss on the next COMMIT of a write
+    transaction of `db` (reads, which routes do before their writes, are
+    left alone), and counts the write COMMITs attempted while armed."""
 
     def __init__(self, db):
         self.db = db
         self.dialect = db.engine.dialect
         self.original = self.dialect.do_commit
         self.armed = False
+        self.writing = False
         self.commits = 0
         self.dialect.do_commit = self._do_commit
+        event.listen(db.engine, "commit", self._on_commit)
 
     def restore(self):
         self.dialect.do_commit = self.original
+        event.remove(self.db.engine, "commit", self._on_commit)
+
+    def _on_commit(self, conn):
+        # Fired just before the driver's commit, with the Connection whose
+        # options say whether it is Database.write()'s.
+        self.writing = bool(conn.get_execution_options().get("placement_write"))
 
     def _do_commit(self, dbapi_conn):
-        if not self.armed:
+        if not (self.armed and self.writing):
             return self.original(dbapi_conn)
         self.commits += 1
         self.armed = False
@@ -50,19 +61,7 @@ class CommitFault:
             # What pysqlite says once its connection is gone; SQLAlchemy
             # recognises it as a disconnect.
             raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-        raw = getattr(dbapi_conn, "dbapi_connection", dbapi_conn)
-        killer = create_engine(self.db.engine.url, isolation_level="AUTOCOMMIT")
-        try:
-            with killer.connect() as conn:
-                if backend == "mysql":
-                    conn.execute(text(f"KILL {int(raw.thread_id())}"))
-                else:
-                    pid = (raw.info.backend_pid if hasattr(raw, "info")
-                           else raw.get_backend_pid())
-                    conn.execute(text("SELECT pg_terminate_backend(:pid)"),
-                                 {"pid": pid})
-        finally:
-            killer.dispose()
+        _kill(self.db, getattr(dbapi_conn, "dbapi_connection", dbapi_conn))
         return self.original(dbapi_conn)
 
 
@@ -162,3 +161,60 @@ def test_a_commit_that_fails_cleanly_is_not_an_unknown_outcome(client, db):
     assert result.status_code == 500, result.text
     assert "code" not in result.json["errors"][0] or \
         result.json["errors"][0]["code"] != "placement.outcome_unknown"
+
+
+class WriteFault:
+    """Arms a one-shot connection loss on the next INSERT or UPDATE of `db`
+    (a transaction in progress, before its COMMIT)."""
+
+    def __init__(self, db):
+        self.db = db
+        self.dialect = db.engine.dialect
+        self.original = self.dialect.do_execute
+        self.armed = False
+        self.dialect.do_execute = self._do_execute
+
+    def restore(self):
+        self.dialect.do_execute = self.original
+
+    def _do_execute(self, cursor, statement, parameters, context=None):
+        if self.armed and statement.lstrip().upper().startswith(("INSERT", "UPDATE")):
+            self.armed = False
+            if self.db.backend == "sqlite":
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            _kill(self.db, cursor.connection)
+        return self.original(cursor, statement, parameters, context)
+
+
+def _kill(db, raw):
+    killer = create_engine(db.engine.url, isolation_level="AUTOCOMMIT")
+    try:
+        with killer.connect() as conn:
+            if db.backend == "mysql":
+                conn.execute(text(f"KILL {int(raw.thread_id())}"))
+            else:
+                pid = (raw.info.backend_pid if hasattr(raw, "info")
+                       else raw.get_backend_pid())
+                conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    finally:
+        killer.dispose()
+
+
+def test_a_connection_lost_before_commit_is_a_503_to_repeat(client, db):
+    rp = _provider(client)
+    consumer = str(uuid.uuid4())
+    fault = WriteFault(db)
+    fault.armed = True
+    try:
+        result = _claim(client, rp, consumer)
+    finally:
+        fault.restore()
+    assert result.status_code == 503, result.text
+    (err,) = result.json["errors"]
+    assert err["code"] == "placement.database_unavailable"
+    assert "nothing was changed" in err["detail"]
+    shown = client.simulate_get(f"/allocations/{consumer}", headers=LATEST)
+    assert shown.json["allocations"] == {}
+    # Repeating it is safe, and works once the database answers again.
+    again = _claim(client, rp, consumer)
+    assert again.status_code == 204, again.text

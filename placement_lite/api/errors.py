@@ -198,10 +198,22 @@ def handle_unexpected(req, resp, exc, params):
 def handle_db_error(req, resp, exc, params):
     """A write that lost to other writers through every retry (deadlock,
     lock wait, busy database) is a 409 the client may retry, whichever
-    route it came through; any other database error is unexpected."""
+    route it came through. A connection lost before COMMIT (one lost during
+    COMMIT is OutcomeUnknown) is a 503: the transaction was rolled back, so
+    the request may simply be repeated. Any other database error is
+    unexpected."""
     if is_retryable_db_error(exc):
         raise conflict("Other requests kept the same rows busy through every "
                        "retry; try again.", code="placement.concurrent_update")
+    if getattr(exc, "connection_invalidated", False):
+        LOG.error("database connection lost during %s %s (request %s): %s",
+                  req.method, req.path, getattr(req.context, "request_id", "-"),
+                  getattr(exc, "orig", exc))
+        raise ApiError(
+            falcon.HTTP_503,
+            "The database connection was lost before the request completed; "
+            "nothing was changed. Try again.",
+            code="placement.database_unavailable")
     handle_unexpected(req, resp, exc, params)
 
 
