@@ -186,6 +186,46 @@ def test_combination_matches_the_product(data):
     assert list(search._combine(options)) == expected
 
 
+def _packing(count, caps, amounts):
+    groups = {str(i): RequestGroup(suffix=str(i), resources={"X": a})
+              for i, a in zip(range(1, count + 1), amounts)}
+    search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
+    search.facts_now.inventory = {(rp, 1): (cap, 0, cap) for rp, cap in caps.items()}
+    return search, [sorted(caps)] * count
+
+
+def test_groups_that_fit_only_in_whole_units_are_refused_at_once():
+    # 8 x 31 units, 121 groups of 2: 242 <= 248, but each provider takes
+    # at most 15 groups (120).
+    search, options = _packing(121, {rp: 31 for rp in range(1, 9)}, [2] * 121)
+    assert list(search._combine(options)) == [] and search.work == 0
+
+
+def test_a_tree_giving_nothing_is_left_after_a_bounded_search(monkeypatch):
+    # As above with one group of 1 among them (no common unit): still no
+    # split fits; the search gives up on the tree instead of trying them all.
+    monkeypatch.setattr(engine, "TREE_STEPS", 5000)
+    search, options = _packing(122, {rp: 31 for rp in range(1, 9)},
+                               [1] + [2] * 121)
+    assert list(search._combine(options)) == []
+    assert 5000 <= search.work <= 5001 and not search.cut_short
+
+
+def test_a_request_stops_searching_at_its_budget(monkeypatch):
+    monkeypatch.setattr(engine, "REQUEST_STEPS", 3000)
+    search, options = _packing(122, {rp: 31 for rp in range(1, 9)},
+                               [1] + [2] * 121)
+    assert list(search._combine(options)) == []
+    assert search.cut_short
+
+
+def test_a_productive_tree_is_not_cut(monkeypatch):
+    # The budget counts tries since the tree's last candidate.
+    monkeypatch.setattr(engine, "TREE_STEPS", 50)
+    search, options = _packing(6, {rp: 99 for rp in range(1, 9)}, [1] * 6)
+    assert len(list(itertools.islice(search._combine(options), 2000))) == 2000
+
+
 # -- the property test ------------------------------------------------------
 
 CLASSES = ["VCPU", "MEMORY_MB", "DISK_GB"]

@@ -111,3 +111,19 @@ def test_an_unsatisfiable_pile_of_groups_is_refused_quickly(client):
                               query_string=_groups(121))
     assert got.status_code == 200, got.text
     assert got.json["allocation_requests"] == []
+
+
+def test_groups_no_split_can_hold_are_answered_within_the_search_budget(client):
+    # Eight children of 31 units; one group of 1 and 121 of 2 fit their
+    # total (243 <= 248) but no split (each child holds 15 groups of 2).
+    # The search gives up on the tree after a bounded number of tries
+    # instead of trying every split.
+    root = _provider(client, "cn", {})
+    for k in range(8):
+        _provider(client, f"c{k}", {"DISK_GB": {"total": 31}}, root)
+    query = "resources0=DISK_GB:1&" + "&".join(
+        f"resources{i}=DISK_GB:2" for i in range(1, 122)) + "&group_policy=none"
+    got = client.simulate_get("/allocation_candidates", query_string=query,
+                              headers=HEADERS)
+    assert got.status_code == 200, got.text
+    assert got.json["allocation_requests"] == []

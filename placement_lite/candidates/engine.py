@@ -22,6 +22,8 @@ aggregates count.
 """
 from __future__ import annotations
 
+import logging
+import math
 import random
 import threading
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from placement_lite.candidates.request import CandidateRequest, RequestGroup
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
 
+LOG = logging.getLogger(__name__)
 RP = t.resource_providers
 FIRST_SPAN = 256
 MIN_SPAN = 32
@@ -43,6 +46,14 @@ IN_CHUNK = 500
 # Dead ends remembered per tree by the combination step (see _combine);
 # past this many it goes on without remembering more.
 MAX_DEAD_ENDS = 200_000
+# The combination step's work, in providers tried for a slot: a tree that
+# has given no candidate for this many tries is left (a legitimate one
+# needs a handful per candidate), and a request stops searching after
+# REQUEST_STEPS in all, answering with the candidates found so far, as
+# max_allocation_candidates does. Packing groups into providers is a hard
+# problem; these bound what one request can cost (a few seconds of CPU).
+TREE_STEPS = 20_000
+REQUEST_STEPS = 1_000_000
 # Slice statements by request shape (see Search._built): a busy service
 # sees the same few flavors again and again.
 STATEMENT_CACHE_SIZE = 256
@@ -187,6 +198,10 @@ class Search:
         # many were produced so far; they size the slices.
         self.bound: Optional[int] = None
         self.yielded = 0
+        # Tries spent in the combination step, and whether the search
+        # stopped at REQUEST_STEPS (see _combine).
+        self.work = 0
+        self.cut_short = False
         self._shape_key: Optional[tuple] = None
         self._alike: Optional[list] = None
         self._layouts: dict = {}
@@ -615,6 +630,7 @@ class Search:
         # iterators: a request may have as many slots as groups and
         # classes, more than Python's recursion allows.
         pending: list = [None] * n  # per level: what its choice added
+        steps = 0  # tries since this tree's last candidate
         levels = [iter(options[0])]
         while levels:
             i = len(levels) - 1
@@ -629,6 +645,19 @@ class Search:
                     amounts[k] -= a
             checks = subtree_checks.get(i, ())
             for rp in levels[i]:
+                steps += 1
+                if steps > TREE_STEPS or self.work + steps > REQUEST_STEPS:
+                    self.work += steps
+                    self.cut_short = self.work > REQUEST_STEPS
+                    if self.cut_short:
+                        LOG.warning("candidate search stopped after %d tries "
+                                    "in all (%d slots); answering with the "
+                                    "%d found", self.work, n, self.yielded)
+                    else:
+                        LOG.warning("candidate search left a tree after %d "
+                                    "tries without a candidate (%d slots)",
+                                    steps, n)
+                    return
                 if self.isolate and slot.numbered and in_use.get(rp):
                     continue
                 added = fits(rp, slot)
@@ -653,6 +682,8 @@ class Search:
                 continue
             if i + 1 == n:
                 yields += 1
+                self.work += steps
+                steps = 0
                 yield tuple(chosen)
             elif memo:
                 key = state(i + 1)
@@ -662,6 +693,7 @@ class Search:
                     levels.append(iter(options[i + 1]))
             else:
                 levels.append(iter(options[i + 1]))
+        self.work += steps
 
     def _needed_choices(self, subtree_checks: dict) -> list:
         """Per level j: the earlier slots whose chosen provider a later
@@ -688,17 +720,20 @@ class Search:
         facts = self.facts_now
         for rc in self.multi_rcs:
             wanted = 0
+            unit = 0  # every amount asked is a multiple of it
             serving = set()
             for slot, opts in zip(self.slots, options):
                 amount = slot.resources.get(rc)
                 if amount:
                     wanted += amount
+                    unit = math.gcd(unit, amount)
                     serving.update(opts)
             room = 0
             for rp in serving:
                 inv = self._inventory(facts, (rp, rc))
                 if inv is not None:
-                    room += inv[0] - inv[1]
+                    # A provider can only take whole units of it.
+                    room += (inv[0] - inv[1]) // unit * unit
             if wanted > room:
                 return False
         return True
@@ -775,6 +810,8 @@ class Search:
                     seen.add(chosen)
                     self.yielded += 1
                     yield self._candidate(chosen)
+                if self.cut_short:
+                    return
 
     def _layout(self, pattern: tuple) -> Layout:
         layout = self._layouts.get(pattern)
