@@ -100,11 +100,24 @@ resource_provider_aggregates = Table(
           "resource_provider_id"),
 )
 
+# Consumers create a project row on first sight of its id; the quota
+# registry (name onwards) lives on the same row. A row nobody registered
+# keeps the defaults and reads as an enabled top-level project.
 projects = Table(
     "projects", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("external_id", String(255), nullable=False, unique=True),
     *_timestamps(),
+    Column("name", String(255), nullable=True),
+    Column("description", Text, nullable=True),
+    Column("parent_id", Integer, ForeignKey("projects.id"), nullable=True,
+           index=True),
+    Column("domain_id", Integer, ForeignKey("projects.id"), nullable=True,
+           index=True),
+    Column("is_domain", Boolean, nullable=False, default=False,
+           server_default=false()),
+    Column("enabled", Boolean, nullable=False, default=True,
+           server_default=true()),
 )
 
 users = Table(
@@ -155,22 +168,6 @@ allocations = Table(
 
 
 # Quota
-# The project registry lives on the shared `projects` table: rows that
-# consumers create on first sight keep the defaults below and read as
-# enabled top-level projects until someone registers them.
-for _column in (
-    Column("name", String(255), nullable=True),
-    Column("description", Text, nullable=True),
-    Column("parent_id", Integer, ForeignKey("projects.id"), nullable=True,
-           index=True),
-    Column("domain_id", Integer, ForeignKey("projects.id"), nullable=True,
-           index=True),
-    Column("is_domain", Boolean, nullable=False, default=False,
-           server_default=false()),
-    Column("enabled", Boolean, nullable=False, default=True,
-           server_default=true()),
-):
-    projects.append_column(_column)
 
 # One row per project tree (keyed by the root project's id), bumped by every
 # quota decision in that tree: the UPDATE takes the row lock that serialises
