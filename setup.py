@@ -61,6 +61,11 @@ setup(
             "python-openstackclient>=6.0",
             "osc-placement>=4.0",
             "openstacksdk>=1.0",
+            # Serves placement_lite.wsgi:application in the multi-process test.
+            "uwsgi>=2.0",
+            # The reference implementation itself: its database is imported
+            # and both servers' answers compared (tests/test_sameness.py).
+            "openstack-placement==16.0.0",
         ],
         "mysql": ["PyMySQL>=1.1"],
         "postgresql": ["psycopg[binary]>=3.1"],
