@@ -139,3 +139,68 @@ def test_unpacks_only_the_top_level_gabbits_of_a_wheel(tmp_path):
     # Cached: a second call reads nothing and downloads nothing.
     (dist / f"{runner.DIST_PREFIX}-py3-none-any.whl").unlink()
     assert runner.gabbits_dir(tmp_path) == target
+
+
+# --- the runner itself, over HTTP, on made-up files (offline) --------------
+
+RUNNER_FILE = """
+fixtures:
+  - AllocationFixture
+defaults:
+  request_headers:
+    x-auth-token: admin
+    openstack-api-version: placement 1.12
+tests:
+- name: the fixture's provider is there
+  GET: /resource_providers/$ENVIRON['RP_UUID']/usages
+  response_json_paths:
+    $.usages.VCPU: 7
+    $.usages.DISK_GB: 1020
+- name: a wrong expectation is a failure
+  GET: /resource_providers/$ENVIRON['RP_UUID']
+  status: 404
+"""
+
+
+def test_run_file_builds_the_fixture_world_and_reports_each_test(tmp_path):
+    path = tmp_path / "made-up.yaml"
+    path.write_text(RUNNER_FILE)
+    env_before = dict(os.environ)
+    res = runner.run_file(path)
+    assert not res.fixture_error
+    assert [(o.test_id, o.status) for o in res.outcomes] == [
+        ("made-up.yaml::the fixture's provider is there", "pass"),
+        ("made-up.yaml::a wrong expectation is a failure", "fail")]
+    message = res.outcomes[1].message
+    assert "Expect status 404" in message or "404" in message
+    assert "response status: 200" in message
+    # The file's $ENVIRON values do not outlive it.
+    assert dict(os.environ) == env_before
+
+
+def test_a_fixture_that_cannot_build_its_world_is_a_file_error(tmp_path, monkeypatch):
+    class BrokenFixture(runner.fixtures.APIFixture):
+        def build(self, tb):
+            tb.add_inventory(runner.fixtures.Provider(tb.api, "x", "not-a-uuid"),
+                             "VCPU", 1)
+
+    monkeypatch.setattr(runner.fixtures, "BrokenFixture", BrokenFixture, raising=False)
+    path = tmp_path / "broken.yaml"
+    path.write_text("fixtures: [BrokenFixture]\ntests:\n- name: t\n  GET: /\n")
+    res = runner.run_file(path)
+    assert res.outcomes == []
+    assert "fixture request POST /resource_providers/not-a-uuid/inventories" in res.fixture_error
+    verdict = runner.judge([res], set(), exclusions={})
+    assert not verdict.ok and verdict.fixture_errors[0][0] == "broken.yaml"
+
+
+def test_settings_follow_the_files_fixture():
+    assert runner.file_settings({"fixtures": ["SecureRBACPolicyFixture"]}) == {
+        "policy_profile": "secure-rbac"}
+    assert runner.file_settings({"fixtures": ["OpenPolicyFixture"]}) == {
+        "policy_profile": "open"}
+    cors = runner.file_settings({"fixtures": ["CORSFixture"]})
+    assert cors["cors_allowed_origin"] == ("http://valid.example.com",)
+    assert runner.file_settings({})["policy_profile"] == "legacy"
+    with pytest.raises(LookupError):
+        runner.file_settings({"fixtures": ["NoSuchFixture"]})
