@@ -388,3 +388,97 @@ def test_a_process_dying_mid_write_leaves_nothing_behind(db):
         doomed, "p", "u", {rp["uuid"]: {"VCPU": 3}})]))
     with db.read() as conn:
         assert usages.for_provider(conn, rp["uuid"])[1] == {"VCPU": 4}
+
+
+def test_an_over_used_provider_grants_exactly_the_capacity_freed(db):
+    """Inventory was cut under existing allocations (10 used, capacity 5).
+    Threads free the old consumers while others rewrite theirs and new
+    consumers race to claim. No new claim may commit while the usage it
+    joins is over the capacity (each grant reads usage and inventory in its
+    own transaction, after its write); rewriting an existing claim always
+    succeeds; and once everything is freed the usage is exactly the
+    capacity, 5: the two old claims kept plus three new ones."""
+    with db.write() as conn:
+        rp = factories.provider(conn)
+        factories.inventory(conn, rp, "VCPU", total=10, max_unit=10)
+    old = [str(uuid.uuid4()) for _ in range(10)]
+    for consumer in old:
+        db.run_write(lambda conn, c=consumer: allocations.replace(
+            conn, [ConsumerWrite(c, "p", "u", {rp["uuid"]: {"VCPU": 1}})]))
+    with db.write() as conn:
+        conn.execute(t.inventories.update().where(
+            t.inventories.c.resource_provider_id == rp["id"]).values(reserved=5))
+    to_free, rewriters = old[:8], old[8:]
+    freed = threading.Event()
+    lock = threading.Lock()
+    out = {"granted": [], "over": [], "rewrites": 0, "unexpected": []}
+
+    def snapshot(conn):
+        used = conn.scalar(select(func.sum(t.allocations.c.used)).where(
+            t.allocations.c.resource_provider_id == rp["id"]))
+        return int(used or 0)
+
+    def free(share):
+        for consumer in share:
+            db.run_write(lambda conn, c=consumer:
+                         allocations.delete_for_consumer(conn, c))
+
+    def rewrite(consumer):
+        generation = 1
+        for _ in range(6):
+            write = ConsumerWrite(consumer, "p", "u", {rp["uuid"]: {"VCPU": 1}},
+                                  expected_generation=generation)
+            try:
+                db.run_write(lambda conn: allocations.replace(conn, [write]))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                with lock:
+                    out["unexpected"].append(repr(exc))
+                return
+            generation += 1
+            with lock:
+                out["rewrites"] += 1
+
+    def claim():
+        refused_after_freed = 0
+        while refused_after_freed < 3:
+            done = freed.is_set()
+            write = ConsumerWrite(str(uuid.uuid4()), "q", "u",
+                                  {rp["uuid"]: {"VCPU": 1}})
+
+            def step(conn):
+                allocations.replace(conn, [write])
+                return snapshot(conn)
+            try:
+                used = db.run_write(step)
+            except errors.CapacityExceeded:
+                refused_after_freed += done
+                continue
+            except errors.ConcurrentUpdate:
+                continue
+            except Exception as exc:  # noqa: BLE001 - reported below
+                with lock:
+                    out["unexpected"].append(repr(exc))
+                return
+            with lock:
+                out["granted"].append(write.consumer_uuid)
+                if used > 5:
+                    out["over"].append(used)
+
+    freers = [threading.Thread(target=free, args=(to_free[i::2],))
+              for i in range(2)]
+    others = ([threading.Thread(target=rewrite, args=(c,)) for c in rewriters]
+              + [threading.Thread(target=claim) for _ in range(3)])
+    for th in others + freers:
+        th.start()
+    for th in freers:
+        th.join()
+    freed.set()
+    for th in others:
+        th.join()
+    assert out["unexpected"] == []
+    assert out["over"] == []
+    assert out["rewrites"] == 12
+    # 2 old consumers still hold 1 each: 3 of the 5 units went to new ones.
+    assert len(out["granted"]) == 3
+    with db.read() as conn:
+        assert snapshot(conn) == 5
