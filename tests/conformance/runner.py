@@ -30,6 +30,7 @@ import concurrent.futures
 import multiprocessing
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -97,18 +98,22 @@ def _download(dist_dir: pathlib.Path) -> pathlib.Path:
     if found:
         return found[0]
     dist_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps",
-           "--disable-pip-version-check", "--quiet", RELEASE, "-d", str(dist_dir)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise DownloadError(f"pip download {RELEASE} failed: {exc}") from exc
-    found = sorted(dist_dir.glob(DIST_PREFIX + "*"))
-    if proc.returncode != 0 or not found:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise DownloadError(f"pip download {RELEASE} exited {proc.returncode}: "
-                            + " | ".join(tail))
-    return found[0]
+    # pip writes into a private directory and the archive is moved in
+    # whole, so a run starting meanwhile never reads half a file.
+    with tempfile.TemporaryDirectory(dir=dist_dir, prefix=".pip-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps",
+               "--disable-pip-version-check", "--quiet", RELEASE, "-d", tmp]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise DownloadError(f"pip download {RELEASE} failed: {exc}") from exc
+        got = sorted(pathlib.Path(tmp).glob(DIST_PREFIX + "*"))
+        if proc.returncode != 0 or not got:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise DownloadError(f"pip download {RELEASE} exited {proc.returncode}: "
+                                + " | ".join(tail))
+        os.replace(got[0], dist_dir / got[0].name)
+        return dist_dir / got[0].name
 
 
 def _gabbit_members(archive: pathlib.Path):
@@ -144,13 +149,22 @@ def gabbits_dir(cache_dir: pathlib.Path | None = None) -> pathlib.Path:
     try:
         members = list(_gabbit_members(archive))
     except (zipfile.BadZipFile, tarfile.TarError, OSError) as exc:
+        # A damaged cached archive is dropped so the next run fetches it anew.
+        archive.unlink(missing_ok=True)
         raise DownloadError(f"cannot read {archive.name}: {exc}") from exc
     if not members:
         raise DownloadError(f"{archive.name} holds no {GABBITS_IN_RELEASE}*.yaml")
-    target.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(dir=cache, prefix=".gabbits-"))
     for name, data in members:
-        (target / name).write_bytes(data)
-    (target / ".complete").write_text(f"{len(members)} files from {archive.name}\n")
+        (staging / name).write_bytes(data)
+    (staging / ".complete").write_text(f"{len(members)} files from {archive.name}\n")
+    try:
+        staging.rename(target)
+    except OSError:
+        # Another run unpacked the same files first.
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (target / ".complete").exists():
+            raise
     return target
 
 
