@@ -75,6 +75,9 @@ def test_ratchet_fails_on_pending_entries_that_name_no_test():
     # b.yaml did not run, so only a.yaml's entry can be judged stale.
     assert verdict.stale_pending == ["a.yaml::gone"]
     assert not verdict.ok
+    renamed = runner.judge(_results(one="pass"), set(),
+                           exclusions={"a.yaml::renamed": "reason"})
+    assert renamed.stale_pending == ["a.yaml::renamed"]
 
 
 def test_exclusions_are_not_counted_and_must_keep_failing():

@@ -438,7 +438,7 @@ class Verdict:
         out += [f"fixture failed for {name}:\n{msg}" for name, msg in self.fixture_errors]
         out += [f"new failure: {o.test_id}\n{o.message}" for o in self.new_failures]
         out += [f"now passes, remove from pending.txt: {tid}" for tid in self.fixed_pending]
-        out += [f"pending.txt names a test that does not exist: {tid}"
+        out += [f"pending.txt or EXCLUSIONS names a test that does not exist: {tid}"
                 for tid in self.stale_pending]
         out += [f"excluded test passes, drop its exclusion: {tid}"
                 for tid in self.passing_exclusions]
@@ -464,9 +464,9 @@ def judge(results, pending: set, exclusions=EXCLUSIONS) -> Verdict:
                 fixed.append(o.test_id)
     fixture_errors = [(r.name, r.fixture_error) for r in results if r.fixture_error]
     broken = {r.name for r in results if r.fixture_error}
-    stale = sorted(tid for tid in pending
-                   if tid.split("::", 1)[0] in run_files_names - broken
-                   and tid not in seen)
+    judged = run_files_names - broken
+    stale = sorted(tid for tid in set(pending) | set(exclusions)
+                   if tid.split("::", 1)[0] in judged and tid not in seen)
     return Verdict(new, sorted(fixed), stale, sorted(passing_excl), fixture_errors)
 
 
