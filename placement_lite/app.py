@@ -99,11 +99,14 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     db = db or Database(settings.db, pool_size=settings.db_pool_size,
                         retries=settings.db_retries)
     policy = Policy.from_settings(settings.policy_profile, settings.policy_file)
-    services = Services(settings=settings, db=db, policy=policy)
+    # One quota enforcer for the process: every claim check, quota check
+    # and lease budget decides through it.
+    services = Services(settings=settings, db=db, policy=policy,
+                        enforcer=enforce.Enforcer(settings))
     # A process start (not a supervisor's worker, whose parent checked)
     # refuses settings that contradict the deployment's enforcement.
     enforce.reconcile(db, settings, strict=worker is None)
-    services.claim_checks.append(enforce.claim_check(settings, db))
+    services.claim_checks.append(services.enforcer)
     metrics = Metrics(worker)
     metrics.attach(db)
     services.extras["metrics"] = metrics

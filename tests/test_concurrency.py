@@ -359,12 +359,16 @@ def _crash_mid_write(url: str, rp_uuid: str, consumer: str) -> None:
 
     db = Database(url, pool_size=1)
 
-    def die(conn, projects):
+    def die(conn):
         # The allocations are written and the transaction is still open.
         os._exit(3)
 
+    class DieAfterWrite:
+        def before_write(self, conn, projects):
+            return die
+
     db.run_write(lambda conn: allocations.replace(conn, [ConsumerWrite(
-        consumer, "p", "u", {rp_uuid: {"VCPU": 2}})], [die]))
+        consumer, "p", "u", {rp_uuid: {"VCPU": 2}})], [DieAfterWrite()]))
 
 
 def test_a_process_dying_mid_write_leaves_nothing_behind(db):

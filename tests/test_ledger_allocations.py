@@ -266,17 +266,29 @@ def test_empty_write_and_delete_remove_the_consumer(db):
         db.run_write(lambda conn: allocations.delete_for_consumer(conn, consumer))
 
 
+class TwoPhaseCheck:
+    """A claim check made of a function before the write and one after."""
+
+    def __init__(self, before, after=lambda conn: None):
+        self.before, self.after = before, after
+
+    def before_write(self, conn, projects):
+        self.before(conn, projects)
+        return self.after
+
+
 def test_claim_checks_run_inside_the_write_and_can_refuse(db):
     with db.write() as conn:
         rp = factories.provider_with(conn, VCPU=8)
     seen = []
 
-    def check(conn, projects):
-        seen.append(set(projects))
+    def after_write(conn):
         total = usages.for_project(conn, "p").get("VCPU", 0)
         if total > 3:
             raise errors.OverLimit(f"project p would use {total} VCPU")
 
+    check = TwoPhaseCheck(lambda conn, projects: seen.append(set(projects)),
+                          after_write)
     _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 3}}),
            checks=[check])
     with pytest.raises(errors.OverLimit):
@@ -413,7 +425,7 @@ def test_reshape_moves_inventory_and_allocations_together(db):
         assert usages.for_provider(conn, parent["uuid"])[1] == {"VCPU": 2, "MEMORY_MB": 1536}
         assert usages.for_provider(conn, child["uuid"])[1] == {}
     db.run_write(lambda conn: reshaper.reshape(
-        conn, plan(8), [move], [lambda conn, projects: checked.append(projects)]))
+        conn, plan(8), [move], [TwoPhaseCheck(lambda conn, projects: checked.append(projects))]))
     assert checked == [{"p"}]
     # Placement's count: interim inventory, allocations, final inventory
     # for each provider given inventory and claimed on.

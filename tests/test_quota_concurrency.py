@@ -35,7 +35,7 @@ TREE = ("A", "B", "C", "D")
 def _claimer(url, model, providers, seed, results):
     db = Database(url, pool_size=THREADS)
     check = enforce.Enforcer(Settings(db=url, quota_enforce=True,
-                                      quota_model=model), db).claim_check
+                                      quota_model=model))
     granted = []
     refused = []
     lock = threading.Lock()
@@ -150,7 +150,7 @@ def test_a_lost_race_leaves_no_trace(db, model):
     """A refused claim rolls back everything it wrote, consumer included."""
     service, providers = _setup(db, model)
     check = enforce.Enforcer(Settings(quota_enforce=True,
-                                      quota_model=model), db).claim_check
+                                      quota_model=model))
     consumer = str(uuid.uuid4())
     write = allocations.ConsumerWrite(consumer, "B", "user",
                                       {providers[0]: {"VCPU": 6}})

@@ -24,7 +24,7 @@ class World:
         self.db = db
         self.settings = Settings(db=db.url, quota_enforce=True,
                                  quota_model=model, **settings)
-        self.enforcer = enforce.Enforcer(self.settings, db)
+        self.enforcer = enforce.Enforcer(self.settings)
         self.model = self.enforcer.model
         with db.write() as conn:
             self.service = catalog.create_service(conn, type="placement")["id"]
@@ -66,7 +66,7 @@ class World:
             consumer, project, "user", {self.rp: {rc: amount}},
             consumer_type=consumer_type)
         self.db.run_write(lambda conn: allocations.replace(
-            conn, [write], [self.enforcer.claim_check]))
+            conn, [write], [self.enforcer]))
         self.consumers.setdefault(project, []).append(consumer)
         return consumer
 
@@ -80,12 +80,12 @@ class World:
         write = allocations.ConsumerWrite(consumer, project, "user",
                                           {self.rp: {"VCPU": amount}})
         self.db.run_write(lambda conn: allocations.replace(
-            conn, [write], [self.enforcer.claim_check]))
+            conn, [write], [self.enforcer]))
 
     def release(self, consumer, project):
         write = allocations.ConsumerWrite(consumer, project, "user", {})
         self.db.run_write(lambda conn: allocations.replace(
-            conn, [write], [self.enforcer.claim_check]))
+            conn, [write], [self.enforcer]))
 
     def usage(self, project, name=VCPU):
         with self.db.read() as conn:
@@ -276,7 +276,7 @@ def test_flat_unregistered_resources(db):
     z.__dict__.update(w.__dict__)
     z.settings = Settings(db=db.url, quota_enforce=True,
                           quota_unregistered_is_zero=True)
-    z.enforcer = enforce.Enforcer(z.settings, db)
+    z.enforcer = enforce.Enforcer(z.settings)
     over = z.refused("Q", 1, rc="DISK_GB")
     assert over[0]["resource_name"] == "class:DISK_GB"
     assert over[0]["limit"] == 0
@@ -344,7 +344,7 @@ def test_reshaper_runs_the_claim_check(db):
         write = allocations.ConsumerWrite(consumer, "P", "user",
                                           {w.rp: {"VCPU": amount}})
         db.run_write(lambda conn: reshaper.reshape(
-            conn, wanted, [write], [w.enforcer.claim_check]))
+            conn, wanted, [write], [w.enforcer]))
 
     # Moving the same usage is fine at the limit; growing it is not.
     reshape(4)
@@ -363,7 +363,7 @@ def test_strict_moving_usage_inside_an_over_tree(tree):
             allocations.ConsumerWrite(str(uuid.uuid4()), "C", "user",
                                       {tree.rp: {"VCPU": 2}})]
     tree.db.run_write(lambda conn: allocations.replace(
-        conn, move, [tree.enforcer.claim_check]))
+        conn, move, [tree.enforcer]))
     # Growing it is refused, and reported once for the tree.
     grow = [allocations.ConsumerWrite(str(uuid.uuid4()), "B", "user",
                                       {tree.rp: {"VCPU": 1}}),
@@ -371,7 +371,7 @@ def test_strict_moving_usage_inside_an_over_tree(tree):
                                       {tree.rp: {"VCPU": 1}})]
     with pytest.raises(errors.OverLimit) as info:
         tree.db.run_write(lambda conn: allocations.replace(
-            conn, grow, [tree.enforcer.claim_check]))
+            conn, grow, [tree.enforcer]))
     over = info.value.over
     assert [(o["project_id"], o["scope"]) for o in over].count(("A", "tree")) == 1
     tree_entry = by_scope(over)[("A", "tree")]

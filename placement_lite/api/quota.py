@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from placement_lite.api import render, request
 from placement_lite.api.schemas import limits as schema
-from placement_lite.quota.enforce import Enforcer
 
 CHECK = "placement:quota:check"
 
@@ -20,7 +19,7 @@ class QuotaCheck:
 
     def __init__(self, services):
         self.db = services.db
-        self.enforcer = Enforcer(services.settings)
+        self.enforcer = services.enforcer
 
     def on_post(self, req, resp):
         body = request.json_body(req, schema.QUOTA_CHECK)

@@ -18,12 +18,16 @@ Every write follows one order inside one transaction, so racing writers
    and the reads (READ COMMITTED, or SQLite's single writer) see every
    claim that committed before;
 4. write, drop consumers left without allocations, run the claim checks.
+
+Claim checks (quota) run in two phases around all of this, in the same
+transaction: before step 1 they lock what they decide on and read it, and
+after step 4 they check what the write changed.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Connection
@@ -35,7 +39,14 @@ from placement_lite.ledger import (
 # Marks a write that does not check the consumer generation (before 1.28).
 UNCHECKED = object()
 
-ClaimCheck = Callable[[Connection, set], None]
+
+class ClaimCheck(Protocol):
+    def before_write(self, conn: Connection, project_ids: set[str]
+                     ) -> Callable[[Connection], None]:
+        """Called before anything is written, with the external ids of the
+        projects whose usage the write may change; returns the check to
+        call once the write is done, before commit, on the same
+        connection. Either refuses the claim by raising a ledger error."""
 
 
 @dataclass
@@ -156,17 +167,17 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
         seen.add(w.consumer_uuid)
     rcs, rps = _resolve(conn, writes)
 
-    projects: set[str] = set()
     written: list[tuple[ConsumerWrite, consumers.Consumer]] = []
     existing_ids: list[int] = []
     stored = consumers.get_many(conn, seen)
+    after_write = [check.before_write(conn, _owners(writes, stored))
+                   for check in claim_checks]
     for w in sorted(writes, key=lambda w: w.consumer_uuid):
         consumer = stored.get(w.consumer_uuid)
         if w.expected_generation is not UNCHECKED:
             consumers.check_generation(consumer, w.consumer_uuid,
                                        w.expected_generation)
         if consumer is not None:
-            projects.add(consumer.project_id)
             consumers.claim(conn, consumer,
                             w.project_id or consumer.project_id,
                             w.user_id or consumer.user_id, w.consumer_type)
@@ -178,7 +189,6 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
                 w.user_id or consumers.INCOMPLETE_CONSUMER_ID, w.consumer_type)
         else:
             continue
-        projects.add(consumer.project_id)
         written.append((w, consumer))
 
     emptied = [consumer.id for w, consumer in written if not w.allocations]
@@ -203,8 +213,22 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
     if rows:
         conn.execute(insert(t.allocations), rows)
     consumers.delete_if_empty(conn, existing_ids)
-    for check in claim_checks:
-        check(conn, set(projects))
+    for check in after_write:
+        check(conn)
+
+
+def _owners(writes: list[ConsumerWrite],
+            stored: Mapping[str, consumers.Consumer]) -> set[str]:
+    """The projects whose usage these writes may change: each consumer's
+    owner before the write and after it."""
+    owners: set[str] = set()
+    for w in writes:
+        consumer = stored.get(w.consumer_uuid)
+        if consumer is not None:
+            owners |= {consumer.project_id, w.project_id or consumer.project_id}
+        elif w.allocations:
+            owners.add(w.project_id or consumers.INCOMPLETE_CONSUMER_ID)
+    return owners
 
 
 def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:

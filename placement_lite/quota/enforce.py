@@ -1,12 +1,13 @@
 """Server-side enforcement: the claim check and the explicit quota check.
 
-The claim check runs inside the transaction that wrote the allocations,
-after they are written and before commit. It first locks every tree it
-touches, then reads usage, which then includes this claim and every claim
-in the same tree that committed before the lock was granted, and the
-committed usage (through a second connection), which is the usage before
-this claim. A refused claim raises OverLimit and the whole transaction
-rolls back, so no recheck step is ever needed.
+The claim check runs in two phases inside the transaction that writes the
+allocations, on its one connection: before the write it locks every tree
+the write may change and reads their usage, which then includes every
+claim in those trees that committed before the lock was granted; after
+the write it reads usage again, and the difference is the claim's own
+change. A refused claim raises OverLimit and the whole transaction rolls
+back, so no recheck step is ever needed, and a claim needs no second
+pooled connection.
 
 Whether quota is enforced, and under which model, is the deployment's
 choice, not one process's: it is one row in the database (written on the
@@ -19,7 +20,7 @@ with the row, so the difference does not go unnoticed either.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
@@ -201,23 +202,38 @@ def refuse(over: list[models.Over]) -> None:
 
 
 class Enforcer:
-    def __init__(self, settings, db=None):
+    """Quota decisions for one process: built once by the app and shared
+    by the claim check, POST /quota/check and the lease budget. It holds
+    no per-decision state, so threads share it; what is enforced, and
+    under which model, is read from the database in each decision's
+    transaction.
+
+    As the allocation writers' claim check it runs in two phases, in the
+    write's own transaction and connection (ledger.allocations.ClaimCheck):
+    before_write locks the trees of the projects the write may change and
+    reads their usage; the check it returns runs after the write and
+    refuses (OverLimit, rolling the whole write back) what the write took
+    over a limit. A second claim in a tree waits for the lock, so it reads
+    its baseline only once the first has committed.
+    """
+
+    def __init__(self, settings):
         self.settings = settings
         # The settings' model: what a database nobody has started on is
         # checked with. Decisions use model_for(conn), the deployment's.
         self.model = models.get_model(settings.quota_model)
         self.ctx = context_from(settings)
-        # The Database claims are written to; without it a claim check
-        # cannot tell the claim from the usage before it and refuses
-        # whatever is over after the write.
-        self.db = db
 
     def in_force(self, conn: Connection) -> Enforcement:
         return current(conn, self.settings)
 
     def model_for(self, conn: Connection) -> models.Model:
-        name = self.in_force(conn).model
+        return self._model(self.in_force(conn).model)
+
+    def _model(self, name: str) -> models.Model:
         return self.model if name == self.model.name else models.get_model(name)
+
+    # POST /quota/check and the lease budget -----------------------------------
 
     def check_deltas(self, conn: Connection, project_id: str,
                      deltas: Mapping[str, float]) -> None:
@@ -227,9 +243,10 @@ class Enforcer:
         enforcement = self.in_force(conn)
         if not enforcement.enforce:
             return
-        model = models.get_model(enforcement.model)
-        targets = model.targets(conn, [project_id])
-        refuse(model.over_limits(conn, self.ctx, targets, dict(deltas)))
+        model = self._model(enforcement.model)
+        refuse(model.over_limits_with(conn, self.ctx,
+                                      model.targets(conn, [project_id]),
+                                      dict(deltas)))
 
     def locked_targets(self, conn: Connection,
                        project_ids: Iterable[str]) -> list[models.Target]:
@@ -241,31 +258,47 @@ class Enforcer:
                                    if tg.root_id is not None])
         return model.targets(conn, project_ids)
 
-    def claim_check(self, conn: Connection, project_ids: Iterable[str]) -> None:
-        """services.claim_checks entry: usage as written must be in limits,
-        when the deployment enforces quota."""
-        project_ids = [p for p in set(project_ids or ()) if p]
-        if not project_ids:
-            return
+    def over_if_added(self, conn: Connection, targets: list[models.Target],
+                      deltas: Mapping[str, float]) -> list[models.Over]:
+        """What would be over its limit, under the deployment's model, if
+        each target's usage grew by `deltas`; whether that refuses
+        anything is the caller's to say."""
+        return self.model_for(conn).over_limits_with(conn, self.ctx, targets,
+                                                     deltas)
+
+    # The claim check ------------------------------------------------------------
+
+    def before_write(self, conn: Connection, project_ids: Iterable[str]
+                     ) -> Callable[[Connection], None]:
+        """Phase one, before the write: lock the trees and read the
+        baseline. Returns phase two, to run after the write."""
+        project_ids = sorted({p for p in project_ids or () if p})
         enforcement = self.in_force(conn)
-        if not enforcement.enforce:
-            return
-        model = models.get_model(enforcement.model)
+        if not project_ids or not enforcement.enforce:
+            return _nothing_to_check
+        model = self._model(enforcement.model)
+        targets = self._lock(conn, model, project_ids)
+        baseline = model.claim_baseline(conn, self.ctx, targets)
+
+        def after_write(conn: Connection) -> None:
+            if all(tg.project is not None for tg in targets):
+                refuse(model.over_limits_grown(conn, self.ctx, baseline))
+                return
+            # A project first seen in this write now exists: it joins the
+            # check, its tree locked too, with nothing used before.
+            refuse(model.over_limits_grown(
+                conn, self.ctx, baseline, self._lock(conn, model, project_ids)))
+
+        return after_write
+
+    @staticmethod
+    def _lock(conn: Connection, model: models.Model,
+              project_ids: list[str]) -> list[models.Target]:
         targets = model.targets(conn, project_ids)
         projects.lock_trees(conn, [tg.root_id for tg in targets
                                    if tg.root_id is not None])
-        if self.db is None:
-            refuse(model.over_limits(conn, self.ctx, targets, None))
-            return
-        # With the tree locked, a second connection reads the committed
-        # usage: the usage before this claim, since every other claim in
-        # the tree either committed already or waits behind the lock.
-        with self.db.read() as before:
-            refuse(model.over_limits(conn, self.ctx, targets, None,
-                                     baseline=before))
+        return targets
 
 
-def claim_check(settings, db):
-    """The check create_app registers: always, since whether it refuses
-    anything is read from the database on every claim."""
-    return Enforcer(settings, db).claim_check
+def _nothing_to_check(_conn: Connection) -> None:
+    pass

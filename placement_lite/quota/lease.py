@@ -316,8 +316,7 @@ class Budget(LeaseFilter):
         wanted = {budget_name(rt): hours for rt, hours in deltas.items()
                   if hours > 0}
         if wanted:
-            over = self.enforcer.model_for(conn).over_limits(
-                conn, self.enforcer.ctx, targets, wanted)
+            over = self.enforcer.over_if_added(conn, targets, wanted)
             if over:
                 raise LeaseDenied(self._refusal(over, deltas))
         project_id = targets[0].id

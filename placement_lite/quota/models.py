@@ -3,8 +3,10 @@
 A model answers two questions:
 - at limit-write time, is this set of limits consistent with the tree?
   (validate_limits)
-- at claim time, is a project (and its tree) within its limits, with the
-  given deltas added? (over_limits)
+- at claim time, is a project (and its tree) within its limits: as usage
+  stands (over_limits), with deltas added (over_limits_with), or after a
+  write compared with the baseline read before it (claim_baseline, then
+  over_limits_grown)?
 
 Limits are integers where -1 means unlimited, in every comparison here.
 """
@@ -70,6 +72,50 @@ class Target:
         return self.project.id if self.project else None
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The limits in scope, read once per decision: registered defaults by
+    name and project limits by (project id, name)."""
+    defaults: Mapping[str, int]
+    explicit: Mapping[tuple[int, str], int]
+    unregistered_is_zero: bool = False
+
+    def names(self) -> set[str]:
+        return set(self.defaults) | {n for (_o, n) in self.explicit}
+
+    def own(self, project_id: Optional[int], name: str) -> Optional[int]:
+        """The project's own limit: its override, else the default (None:
+        nothing registered, so nothing limits it)."""
+        if project_id is not None and (project_id, name) in self.explicit:
+            return self.explicit[(project_id, name)]
+        if name in self.defaults:
+            return self.defaults[name]
+        return 0 if self.unregistered_is_zero else None
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One resource's usage per project id, and what a change adds to it
+    per project id."""
+    used: Mapping[int, float]
+    added: Mapping[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A claim check's first phase, read with the trees locked and before
+    the write: the limits in scope (None: nothing is), the names they
+    limit and the usage of every project in the targets' trees."""
+    targets: list[Target]
+    limits: Optional[Limits]
+    names: frozenset[str] = frozenset()
+    used: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+
+
+def _project_ids(targets: list[Target]) -> set[int]:
+    return {pid for tg in targets for pid in tg.tree}
+
+
 class Model(abc.ABC):
     name = ""
     description = ""
@@ -97,78 +143,119 @@ class Model(abc.ABC):
             out.append(Target(ext, project, root, tree, root_ext))
         return out
 
-    def over_limits(self, conn: Connection, ctx: Context, targets: list[Target],
-                    deltas: Optional[Mapping[str, float]] = None,
-                    baseline: Optional[Connection] = None) -> list[Over]:
-        """What is over its limit for these targets.
-
-        With `deltas` (a quota check): current usage plus the deltas.
-        Without (a claim check, after the claim is written): usage as it
-        now stands in `conn`. If `baseline` reads the committed state (the
-        usage before this transaction), the claim's own change is the
-        difference, and only what the claim grows is refused: a write that
-        leaves a project over, but less so or no more so, passes.
-        """
+    @staticmethod
+    def limits_in_scope(conn: Connection, ctx: Context, project_ids,
+                        only: Optional[set[str]] = None) -> Optional[Limits]:
+        """The limits of these projects in the configured service and
+        region (of the names in `only`, if given); None when that service
+        is not registered and unregistered resources are not zero."""
         scope = lim.resolve_scope(conn, ctx.service_type, ctx.region_id)
         if scope is None and not ctx.unregistered_is_zero:
+            return None
+        if scope is None:
+            return Limits({}, {}, ctx.unregistered_is_zero)
+        service_id, rkey = scope
+        return Limits(
+            lim.registered_defaults(conn, service_id, rkey, only),
+            lim.explicit_limits(conn, service_id, rkey, project_ids, only),
+            ctx.unregistered_is_zero)
+
+    @staticmethod
+    def _counted(conn: Connection, ctx: Context, limits: Limits,
+                 project_ids) -> set[str]:
+        """The names a check without deltas looks at: every limited name,
+        and with unregistered resources at zero, every name in use."""
+        names = limits.names()
+        if ctx.unregistered_is_zero:
+            names |= usage.names_in_use(conn, project_ids)
+        return {n for n in names if usage.source(n, ctx.aliases)}
+
+    def over_limits(self, conn: Connection, ctx: Context,
+                    targets: list[Target]) -> list[Over]:
+        """What is over its limit for these targets, as usage now stands."""
+        ids = _project_ids(targets)
+        limits = self.limits_in_scope(conn, ctx, ids)
+        if limits is None:
             return []
-        service_id, rkey = scope if scope else (None, "")
-        all_ids = {pid for tg in targets for pid in tg.tree}
-        # A quota check reads the limits of its deltas' names; a claim check
-        # reads every limit in scope once, and takes its names from them.
-        only = set(deltas) if deltas is not None else None
-        defaults = (lim.registered_defaults(conn, service_id, rkey, only)
-                    if service_id else {})
-        explicit = (lim.explicit_limits(conn, service_id, rkey, all_ids, only)
-                    if service_id else {})
-        if deltas is not None:
-            names = set(deltas)
+        names = self._counted(conn, ctx, limits, ids)
+        used = usage.usage(conn, ids, names, ctx.aliases)
+        return self._judge(targets, names, limits,
+                           lambda name, _target: Figures(used.get(name, {})))
+
+    def over_limits_with(self, conn: Connection, ctx: Context,
+                         targets: list[Target],
+                         deltas: Mapping[str, float]) -> list[Over]:
+        """What would be over its limit if each target's own usage grew
+        by `deltas` (a quota check: nothing is written)."""
+        ids = _project_ids(targets)
+        limits = self.limits_in_scope(conn, ctx, ids, only=set(deltas))
+        if limits is None or not deltas:
+            return []
+        used = usage.usage(conn, ids, deltas, ctx.aliases)
+        return self._judge(targets, set(deltas), limits, lambda name, target: (
+            Figures(used.get(name, {}), {target.id: deltas.get(name, 0)})))
+
+    def claim_baseline(self, conn: Connection, ctx: Context,
+                       targets: list[Target]) -> Baseline:
+        """A claim check's first phase: run with the targets' trees locked,
+        before the write, in the write's transaction."""
+        ids = _project_ids(targets)
+        limits = self.limits_in_scope(conn, ctx, ids)
+        if limits is None:
+            return Baseline(targets, None)
+        names = self._counted(conn, ctx, limits, ids)
+        return Baseline(targets, limits, frozenset(names),
+                        usage.usage(conn, ids, names, ctx.aliases))
+
+    def over_limits_grown(self, conn: Connection, ctx: Context,
+                          baseline: Baseline,
+                          targets: Optional[list[Target]] = None) -> list[Over]:
+        """A claim check's second phase, after the write in the same
+        transaction: what the write took over its limit, or further over.
+        The write's change is usage now less the baseline; a write that
+        leaves a project over, but less so or no more so, passes.
+
+        `targets` replaces the baseline's when projects the write created
+        joined them; their limits are read again, their baseline is 0."""
+        if baseline.limits is None:
+            return []
+        limits = baseline.limits
+        names = set(baseline.names)
+        if targets is None:
+            targets = baseline.targets
         else:
-            names = set(defaults) | {n for (_o, n) in explicit}
-            if ctx.unregistered_is_zero:
-                names |= usage.names_in_use(conn, all_ids)
-            names = {n for n in names if usage.source(n, ctx.aliases)}
-        if not names:
-            return []
-        used = usage.usage(conn, all_ids, names, ctx.aliases)
-        before = (usage.usage(baseline, all_ids, names, ctx.aliases)
-                  if deltas is None and baseline is not None else None)
+            limits = self.limits_in_scope(conn, ctx, _project_ids(targets))
+        ids = _project_ids(targets)
+        if ctx.unregistered_is_zero:
+            # A name first used by this write was at 0 before it.
+            names |= self._counted(conn, ctx, limits, ids)
+        now = usage.usage(conn, ids, names, ctx.aliases)
+
+        def figures(name, _target):
+            before, after = baseline.used.get(name, {}), now.get(name, {})
+            return Figures(before, {pid: after.get(pid, 0) - before.get(pid, 0)
+                                    for pid in set(before) | set(after)})
+
+        return self._judge(targets, names, limits, figures,
+                           keep=lambda o: o.delta > 0)
+
+    def _judge(self, targets: list[Target], names, limits: Limits, figures,
+               keep=lambda _o: True) -> list[Over]:
+        """Each target and name through the model's rule, duplicates (a
+        tree seen from two of its projects) once."""
         over: dict[tuple, Over] = {}
         for target in targets:
             for name in sorted(names):
-                if deltas is not None:
-                    current = used.get(name, {})
-                    added = {target.id: deltas.get(name, 0)}
-                elif before is not None:
-                    current = before.get(name, {})
-                    now = used.get(name, {})
-                    added = {pid: now.get(pid, 0) - current.get(pid, 0)
-                             for pid in set(now) | set(current)}
-                else:
-                    current, added = used.get(name, {}), {}
-                for o in self._check(target, name, added, defaults, explicit,
-                                     current, ctx):
-                    if before is not None and o.delta <= 0:
-                        continue
-                    over.setdefault((o.resource_name, o.project_id, o.tree), o)
+                for o in self._check(target, name, limits=limits,
+                                     figures=figures(name, target)):
+                    if keep(o):
+                        over.setdefault((o.resource_name, o.project_id, o.tree), o)
         return list(over.values())
 
-    @staticmethod
-    def _default(name, defaults, ctx) -> Optional[int]:
-        if name in defaults:
-            return defaults[name]
-        return 0 if ctx.unregistered_is_zero else None
-
-    def _own(self, pid, name, defaults, explicit, ctx) -> Optional[int]:
-        if pid is not None and (pid, name) in explicit:
-            return explicit[(pid, name)]
-        return self._default(name, defaults, ctx)
-
     @abc.abstractmethod
-    def _check(self, target, name, added, defaults, explicit, used, ctx
-               ) -> list[Over]:
-        """The Over entries for one project and resource: `used` is the
-        usage per project id, `added` what is being added per project id."""
+    def _check(self, target: Target, name: str, *, limits: Limits,
+               figures: Figures) -> list[Over]:
+        """The Over entries for one project and resource."""
 
 
 def _over(value: float, limit: Optional[int]) -> bool:
@@ -181,10 +268,10 @@ class Flat(Model):
                    "usage may not exceed its limit, or the registered default "
                    "when it has none. The project hierarchy is not considered.")
 
-    def _check(self, target, name, added, defaults, explicit, used, ctx):
-        limit = self._own(target.id, name, defaults, explicit, ctx)
-        current = used.get(target.id, 0) if target.id is not None else 0
-        delta = added.get(target.id, 0)
+    def _check(self, target, name, *, limits, figures):
+        limit = limits.own(target.id, name)
+        current = figures.used.get(target.id, 0) if target.id is not None else 0
+        delta = figures.added.get(target.id, 0)
         if _over(current + delta, limit):
             return [Over(name, limit, current, delta, target.external_id)]
         return []
@@ -200,14 +287,15 @@ class StrictTwoLevel(Model):
     max_depth = 2
     uses_tree = True
 
-    def _check(self, target, name, added, defaults, explicit, used, ctx):
-        own = self._own(target.id, name, defaults, explicit, ctx)
+    def _check(self, target, name, *, limits, figures):
+        own = limits.own(target.id, name)
         if target.project is None or target.root_id == target.id:
             root_limit = own
             limit = own
         else:
-            root_limit = self._own(target.root_id, name, defaults, explicit, ctx)
+            root_limit = limits.own(target.root_id, name)
             limit = lim.min_limit(own, root_limit)
+        used, added = figures.used, figures.added
         current = used.get(target.id, 0) if target.id is not None else 0
         delta = added.get(target.id, 0)
         found = []
