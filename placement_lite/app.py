@@ -139,6 +139,11 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     if settings.metrics_enabled:
         from placement_lite.api import metrics as metrics_api
         table += metrics_api.ROUTES
+    if settings.ui:
+        # Imported only when on: without --ui the console adds no route,
+        # no template loading and no work to any request.
+        from placement_lite import ui
+        table += ui.ROUTES
     errors.install(app, code_always=frozenset(own))
     routed = []
     for template, resource_class in table:

@@ -74,6 +74,10 @@ class ProviderFilter:
     repeats: bool = False
 
 
+# A repeated name or uuid: Placement reads the last value (every one is
+# still validated here).
+LAST_OF_REPEATED = ("name", "uuid")
+
 PROVIDER_FILTERS: list[ProviderFilter] = [
     ProviderFilter(**spec) for spec in provider_filters.FILTERS]
 
@@ -94,8 +98,15 @@ class ResourceProviders:
         self.services = services
 
     def on_get(self, req, resp):
-        params = request.query(req, list_query_schema(req), multi=tuple(
-            f.name for f in PROVIDER_FILTERS if f.repeats))
+        params = request.query(req, multi=tuple(
+            f.name for f in PROVIDER_FILTERS if f.repeats) + LAST_OF_REPEATED)
+        query_schema = list_query_schema(req)
+        for key in LAST_OF_REPEATED:
+            if key in params:
+                for value in params[key][:-1]:
+                    request.validate({key: value}, query_schema, what="Query string")
+                params[key] = params[key][-1]
+        request.validate(params, query_schema, what="Query string")
         with self.services.db.read() as conn:
             id_filters = [flt.ids(conn, params[flt.name], req)
                           for flt in PROVIDER_FILTERS if flt.name in params]
