@@ -18,6 +18,7 @@ setup(
         "placement_lite.candidates",
         "placement_lite.quota",
         "placement_lite.db",
+        "placement_lite.ui",
         # The alembic scripts live at the top of the tree (migrations/) but
         # ship inside the package so a plain `pip install .` can upgrade.
         "placement_lite.migrations",
@@ -28,7 +29,9 @@ setup(
         "placement_lite.migrations.versions": "migrations/versions",
     },
     package_data={"placement_lite.migrations": ["script.py.mako"],
-                  "placement_lite.api": ["openapi.yaml"]},
+                  "placement_lite.api": ["openapi.yaml"],
+                  # The console's templates and stylesheet: no CDN, no build.
+                  "placement_lite.ui": ["templates/*.html", "static/*"]},
     install_requires=[
         "falcon>=4.0",
         "waitress>=3.0",
@@ -39,6 +42,7 @@ setup(
         "os-resource-classes>=1.1",
         "microversion-parse>=1.0",
         "PyYAML>=6.0",
+        "Jinja2>=3.1",
     ],
     extras_require={
         "test": [
@@ -66,6 +70,9 @@ setup(
             # The reference implementation itself: its database is imported
             # and both servers' answers compared (tests/test_sameness.py).
             "openstack-placement==16.0.0",
+            # The console in a real headless Chromium (Debian's chromium
+            # and chromium-driver; skipped when they are not installed).
+            "selenium>=4.10",
         ],
         "mysql": ["PyMySQL>=1.1"],
         "postgresql": ["psycopg[binary]>=3.1"],

@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics", action=argparse.BooleanOptionalAction,
                        default=None, dest="metrics_enabled",
                        help="serve Prometheus metrics at /metrics (unauthenticated)")
+    serve.add_argument("--metrics-quota-top-n", type=int, metavar="N",
+                       help="/metrics: export the N (project, resource) pairs "
+                       "closest to their limit (0: none; default 10)")
+    serve.add_argument("--ui", action=argparse.BooleanOptionalAction, default=None,
+                       help="serve the read-only web console at /ui/ (same "
+                       "auth and policy as the API)")
     serve.add_argument("--max-body-bytes", type=int)
     serve.add_argument("--max-query-params", type=int)
     serve.add_argument("--db-pool-size", type=int)

@@ -77,6 +77,11 @@ class Settings:
     log_format: str = "text"  # text | json
     log_level: str = "INFO"
     metrics_enabled: bool = False
+    # /metrics: how many (project, resource) pairs closest to their limit
+    # are exported as gauges (0: none), bounding the series a scrape adds.
+    metrics_quota_top_n: int = 10
+    # The read-only web console at /ui/ (its routes exist only when on).
+    ui: bool = False
     max_body_bytes: int = 1024 * 1024
     max_query_params: int = 1000
     # Bounds the combinations the candidate engine will build per request.
@@ -342,6 +347,7 @@ _RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "log_level": _log_level,
     "max_body_bytes": _positive,
     "max_query_params": _at_least(1),
+    "metrics_quota_top_n": _at_least(0),
     "max_allocation_candidates": _candidates_bound,
     "quota_model": _one_of(QUOTA_MODELS),
     "quota_service_type": _non_empty,

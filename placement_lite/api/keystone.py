@@ -78,6 +78,10 @@ def wrap(app, settings, options: Mapping[str, Any] | None = None):
     # public identity endpoint can be read for the challenge header.
     uri = _public_uri(conf)
     challenge.header = f'Keystone uri="{uri}"' if uri else None
+    if getattr(settings, "ui", False):
+        # The console's cookie reaches auth_token as a token (/ui only).
+        from placement_lite.ui.session import CookieToken
+        return KeystoneApp(CookieToken(protocol))
     return KeystoneApp(protocol)
 
 

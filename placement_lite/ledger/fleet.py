@@ -1,0 +1,358 @@
+"""Read-only views of the whole ledger for operators: the fleet's capacity
+per resource class, pages of providers, a provider's surroundings, the
+consumers on a provider.
+
+Every function answers one section of a page (or one metrics scrape) in
+one grouped query, whatever the number of providers: nothing here loops
+over providers issuing a query each. Capacity is Placement's
+`(total - reserved) * allocation_ratio`; a ratio that is not a finite
+number counts as no capacity, as the claim check treats it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from sqlalchemy import and_, case, func, literal, or_, select
+from sqlalchemy.engine import Connection
+
+from placement_lite.db import tables as t
+from placement_lite.ledger.capacity import ratio_is_finite
+
+# The histogram of free capacity: providers counted by the share of their
+# capacity that is free, in tenths (0-10 %, ..., 90-100 %).
+BUCKETS = 10
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
+
+def _whole(value) -> float | int:
+    value = float(value or 0)
+    return int(value) if value.is_integer() else round(value, 4)
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    resource_class: str
+    providers: int
+    capacity: float
+    used: int
+    # Per bucket of free share (see BUCKETS), how many providers.
+    histogram: tuple = ()
+
+    @property
+    def free(self) -> float:
+        return _whole(self.capacity - self.used)
+
+
+def _capacity(inv):
+    return case((ratio_is_finite(inv.c.allocation_ratio),
+                 (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio),
+                else_=literal(0.0))
+
+
+def _used_by_provider_class():
+    a = t.allocations
+    return (select(a.c.resource_provider_id.label("rp"),
+                   a.c.resource_class_id.label("rc"),
+                   func.sum(a.c.used).label("used"))
+            .group_by(a.c.resource_provider_id, a.c.resource_class_id)
+            .subquery("usage"))
+
+
+def _provider_filter(aggregates: Sequence[str], traits: Sequence[str]):
+    """Conditions on a provider id column: member of every aggregate and
+    holder of every trait named (uuids and trait names)."""
+    conds = []
+    for agg_uuid in aggregates:
+        rpa, agg = t.resource_provider_aggregates, t.placement_aggregates
+        conds.append(lambda col, u=agg_uuid: col.in_(
+            select(rpa.c.resource_provider_id)
+            .join(agg, agg.c.id == rpa.c.aggregate_id).where(agg.c.uuid == u)))
+    for trait in traits:
+        rpt, tr = t.resource_provider_traits, t.traits
+        conds.append(lambda col, n=trait: col.in_(
+            select(rpt.c.resource_provider_id)
+            .join(tr, tr.c.id == rpt.c.trait_id).where(tr.c.name == n)))
+    return conds
+
+
+def class_summaries(conn: Connection, aggregates: Sequence[str] = (),
+                    traits: Sequence[str] = ()) -> list[ClassSummary]:
+    """Per resource class: providers with inventory of it, capacity, used
+    and the histogram of free share, over the providers that are in every
+    aggregate and have every trait given. One query."""
+    inv, rc = t.inventories, t.resource_classes
+    usage = _used_by_provider_class()
+    per = (select(inv.c.resource_class_id.label("rc"),
+                  _capacity(inv).label("cap"),
+                  func.coalesce(usage.c.used, 0).label("used"))
+           .select_from(inv.outerjoin(usage, and_(
+               usage.c.rp == inv.c.resource_provider_id,
+               usage.c.rc == inv.c.resource_class_id))))
+    for cond in _provider_filter(aggregates, traits):
+        per = per.where(cond(inv.c.resource_provider_id))
+    per = per.subquery("per")
+    free = per.c.cap - per.c.used
+    # Compared without dividing: free * 10 against k * capacity.
+    buckets = []
+    for k in range(BUCKETS):
+        if k == 0:
+            cond = or_(per.c.cap <= 0, free * BUCKETS < per.c.cap)
+        elif k == BUCKETS - 1:
+            cond = and_(per.c.cap > 0, free * BUCKETS >= k * per.c.cap)
+        else:
+            cond = and_(per.c.cap > 0, free * BUCKETS >= k * per.c.cap,
+                        free * BUCKETS < (k + 1) * per.c.cap)
+        buckets.append(func.sum(case((cond, 1), else_=0)).label(f"b{k}"))
+    rows = conn.execute(
+        select(rc.c.name, func.count().label("n"),
+               func.sum(per.c.cap).label("cap"), func.sum(per.c.used).label("used"),
+               *buckets)
+        .select_from(per.join(rc, rc.c.id == per.c.rc))
+        .group_by(rc.c.name).order_by(rc.c.name))
+    return [ClassSummary(r.name, int(r.n), _whole(r.cap), int(r.used or 0),
+                         tuple(int(getattr(r, f"b{k}") or 0)
+                               for k in range(BUCKETS)))
+            for r in rows]
+
+
+@dataclass(frozen=True)
+class ProviderRow:
+    id: int
+    uuid: str
+    name: str
+    generation: int
+    root_uuid: str
+    parent_uuid: Optional[str]
+    # resource class -> (used, capacity), filled by a second query.
+    usage: dict = field(default_factory=dict, compare=False)
+
+
+def _search(query, search: Optional[str]):
+    rp = t.resource_providers
+    if search:
+        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%") \
+            .replace("_", "\\_") + "%"
+        query = query.where(or_(rp.c.name.like(pattern, escape="\\"),
+                                rp.c.uuid.like(pattern, escape="\\")))
+    return query
+
+
+def count_providers(conn: Connection, search: Optional[str] = None) -> int:
+    rp = t.resource_providers
+    return int(conn.scalar(_search(select(func.count()).select_from(rp), search)))
+
+
+def provider_page(conn: Connection, search: Optional[str] = None,
+                  offset: int = 0, limit: int = 50) -> list[ProviderRow]:
+    """One page of providers by name, with the name or uuid containing
+    `search`; each with its usage per class (a second query for the page)."""
+    rp = t.resource_providers
+    root, parent = rp.alias("root"), rp.alias("parent")
+    query = (select(rp.c.id, rp.c.uuid, rp.c.name, rp.c.generation,
+                    root.c.uuid.label("root_uuid"),
+                    parent.c.uuid.label("parent_uuid"))
+             .select_from(rp.join(root, root.c.id == rp.c.root_provider_id)
+                          .outerjoin(parent, parent.c.id == rp.c.parent_provider_id))
+             .order_by(rp.c.name).offset(offset).limit(limit))
+    rows = [ProviderRow(r.id, r.uuid, r.name, r.generation, r.root_uuid,
+                        r.parent_uuid, {})
+            for r in conn.execute(_search(query, search))]
+    by_id = {r.id: r for r in rows}
+    for (pid, cls), pair in inventory_usage(conn, by_id).items():
+        by_id[pid].usage[cls] = pair
+    return rows
+
+
+def inventory_usage(conn: Connection, provider_ids: Iterable[int]
+                    ) -> dict[tuple[int, str], tuple[int, float]]:
+    """(provider id, class name) -> (used, capacity), one query."""
+    ids = sorted(set(provider_ids))
+    if not ids:
+        return {}
+    inv, rc, a = t.inventories, t.resource_classes, t.allocations
+    used = (select(func.coalesce(func.sum(a.c.used), 0))
+            .where(a.c.resource_provider_id == inv.c.resource_provider_id,
+                   a.c.resource_class_id == inv.c.resource_class_id)
+            .scalar_subquery())
+    rows = conn.execute(
+        select(inv.c.resource_provider_id, rc.c.name, used.label("used"),
+               _capacity(inv).label("cap"))
+        .join(rc, rc.c.id == inv.c.resource_class_id)
+        .where(inv.c.resource_provider_id.in_(ids)))
+    return {(r.resource_provider_id, r.name): (int(r.used or 0), _whole(r.cap))
+            for r in rows}
+
+
+@dataclass(frozen=True)
+class InventoryRow:
+    resource_class: str
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+    capacity: float
+    used: int
+
+
+def inventories(conn: Connection, provider_id: int) -> list[InventoryRow]:
+    """A provider's inventories with what is used of each, one query."""
+    inv, rc, a = t.inventories, t.resource_classes, t.allocations
+    used = (select(func.coalesce(func.sum(a.c.used), 0))
+            .where(a.c.resource_provider_id == inv.c.resource_provider_id,
+                   a.c.resource_class_id == inv.c.resource_class_id)
+            .scalar_subquery())
+    rows = conn.execute(
+        select(rc.c.name, inv.c.total, inv.c.reserved, inv.c.min_unit,
+               inv.c.max_unit, inv.c.step_size, inv.c.allocation_ratio,
+               _capacity(inv).label("cap"), used.label("used"))
+        .join(rc, rc.c.id == inv.c.resource_class_id)
+        .where(inv.c.resource_provider_id == provider_id).order_by(rc.c.name))
+    return [InventoryRow(r.name, r.total, r.reserved, r.min_unit, r.max_unit,
+                         r.step_size, r.allocation_ratio, _whole(r.cap),
+                         int(r.used or 0)) for r in rows]
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    id: int
+    uuid: str
+    name: str
+    parent_id: Optional[int]
+    generation: int
+
+
+def tree(conn: Connection, root_id: int) -> list[TreeNode]:
+    """Every provider of one tree, parents before children, one query."""
+    rp = t.resource_providers
+    rows = conn.execute(
+        select(rp.c.id, rp.c.uuid, rp.c.name, rp.c.parent_provider_id,
+               rp.c.generation)
+        .where(rp.c.root_provider_id == root_id).order_by(rp.c.id))
+    nodes = [TreeNode(r.id, r.uuid, r.name, r.parent_provider_id, r.generation)
+             for r in rows]
+    by_parent: dict = {}
+    for n in nodes:
+        by_parent.setdefault(n.parent_id, []).append(n)
+    ordered: list[TreeNode] = []
+
+    def walk(parent_id):
+        for child in sorted(by_parent.get(parent_id, ()), key=lambda n: n.name):
+            ordered.append(child)
+            walk(child.id)
+    walk(None)
+    return ordered
+
+
+def traits(conn: Connection, provider_id: int) -> list[str]:
+    rpt, tr = t.resource_provider_traits, t.traits
+    return list(conn.scalars(
+        select(tr.c.name).join(rpt, rpt.c.trait_id == tr.c.id)
+        .where(rpt.c.resource_provider_id == provider_id).order_by(tr.c.name)))
+
+
+def aggregates(conn: Connection, provider_id: int) -> list[str]:
+    rpa, agg = t.resource_provider_aggregates, t.placement_aggregates
+    return list(conn.scalars(
+        select(agg.c.uuid).join(rpa, rpa.c.aggregate_id == agg.c.id)
+        .where(rpa.c.resource_provider_id == provider_id).order_by(agg.c.uuid)))
+
+
+@dataclass(frozen=True)
+class SharingRow:
+    uuid: str
+    name: str
+    aggregate: str
+
+
+def sharing_providers(conn: Connection, root_id: int) -> list[SharingRow]:
+    """Providers outside the tree that share their inventory with it: they
+    have MISC_SHARES_VIA_AGGREGATE and an aggregate in common with a
+    provider of the tree. One query."""
+    rp, rpa, agg = (t.resource_providers, t.resource_provider_aggregates,
+                    t.placement_aggregates)
+    rpt, tr = t.resource_provider_traits, t.traits
+    mine = rpa.alias("mine")
+    member = rp.alias("member")
+    rows = conn.execute(
+        select(rp.c.uuid, rp.c.name, agg.c.uuid.label("agg")).distinct()
+        .select_from(
+            rp.join(rpa, rpa.c.resource_provider_id == rp.c.id)
+            .join(agg, agg.c.id == rpa.c.aggregate_id)
+            .join(mine, mine.c.aggregate_id == rpa.c.aggregate_id)
+            .join(member, member.c.id == mine.c.resource_provider_id)
+            .join(rpt, rpt.c.resource_provider_id == rp.c.id)
+            .join(tr, tr.c.id == rpt.c.trait_id))
+        .where(member.c.root_provider_id == root_id,
+               rp.c.root_provider_id != root_id, tr.c.name == SHARING_TRAIT)
+        .order_by(rp.c.name, agg.c.uuid))
+    return [SharingRow(r.uuid, r.name, r.agg) for r in rows]
+
+
+@dataclass(frozen=True)
+class ConsumerOnProvider:
+    uuid: str
+    project: str
+    user: str
+    consumer_type: Optional[str]
+    # class name -> used, on this provider
+    resources: dict
+
+
+def consumers_on(conn: Connection, provider_id: int, offset: int = 0,
+                 limit: int = 50) -> tuple[int, list[ConsumerOnProvider]]:
+    """How many consumers hold allocations on the provider, and one page of
+    them (by uuid) with what each holds there: two queries."""
+    a, c, rc = t.allocations, t.consumers, t.resource_classes
+    total = int(conn.scalar(
+        select(func.count(func.distinct(a.c.consumer_id)))
+        .where(a.c.resource_provider_id == provider_id)))
+    page = (select(a.c.consumer_id).distinct()
+            .where(a.c.resource_provider_id == provider_id)
+            .order_by(a.c.consumer_id).offset(offset).limit(limit)
+            .subquery("page"))
+    rows = conn.execute(
+        select(c.c.uuid, t.projects.c.external_id.label("project"),
+               t.users.c.external_id.label("user"),
+               t.consumer_types.c.name.label("ctype"), rc.c.name.label("rc"),
+               func.sum(a.c.used).label("used"))
+        .select_from(
+            a.join(page, page.c.consumer_id == a.c.consumer_id)
+            .join(c, c.c.id == a.c.consumer_id)
+            .join(t.projects, t.projects.c.id == c.c.project_id)
+            .join(t.users, t.users.c.id == c.c.user_id)
+            .outerjoin(t.consumer_types,
+                       t.consumer_types.c.id == c.c.consumer_type_id)
+            .join(rc, rc.c.id == a.c.resource_class_id))
+        .where(a.c.resource_provider_id == provider_id)
+        .group_by(c.c.uuid, t.projects.c.external_id, t.users.c.external_id,
+                  t.consumer_types.c.name, rc.c.name)
+        .order_by(c.c.uuid, rc.c.name))
+    found: dict[str, ConsumerOnProvider] = {}
+    for r in rows:
+        entry = found.get(r.uuid)
+        if entry is None:
+            entry = found[r.uuid] = ConsumerOnProvider(
+                r.uuid, r.project, r.user, r.ctype, {})
+        entry.resources[r.rc] = int(r.used or 0)
+    return total, list(found.values())
+
+
+@dataclass(frozen=True)
+class AllocationRow:
+    provider_uuid: str
+    provider_name: str
+    resource_class: str
+    used: int
+
+
+def consumer_allocations(conn: Connection, consumer_id: int) -> list[AllocationRow]:
+    a, rp, rc = t.allocations, t.resource_providers, t.resource_classes
+    rows = conn.execute(
+        select(rp.c.uuid, rp.c.name, rc.c.name.label("rc"), a.c.used)
+        .select_from(a.join(rp, rp.c.id == a.c.resource_provider_id)
+                     .join(rc, rc.c.id == a.c.resource_class_id))
+        .where(a.c.consumer_id == consumer_id).order_by(rp.c.name, rc.c.name))
+    return [AllocationRow(r.uuid, r.name, r.rc, int(r.used)) for r in rows]

@@ -1,0 +1,389 @@
+"""The web console (/ui/) without a browser: off unless asked for, policy
+as the API's, the cookie's attributes, pagination, and the fleet figures
+against what the API answers."""
+from __future__ import annotations
+
+import re
+import uuid as uuidlib
+from html import unescape
+
+import falcon.testing
+import pytest
+
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+from tests.backends import fresh_database
+
+LATEST = {"OpenStack-API-Version": "placement latest"}
+ADMIN = {"X-Auth-Token": "admin", **LATEST}
+COOKIE = "placement_lite_console"
+
+
+def _u(name: str) -> str:
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, name + ".ui.test"))
+
+
+AGG = _u("agg")
+CN1, CN2, NUMA0, NUMA1, DISK = (_u(n) for n in ("cn1", "cn2", "numa0", "numa1", "disk"))
+C1, C2, C3 = (_u(n) for n in ("c1", "c2", "c3"))
+
+
+def build_world(call) -> None:
+    """A small cloud through the API. `call(method, path, body)` returns
+    (status, json). Compute cn1 (with two NUMA children) and cn2, a shared
+    disk in their aggregate; project tree acme (acme-dev below it) over
+    its limit under strict_two_level, and beta within it."""
+    def ok(method, path, body=None, want=(200, 201, 204)):
+        status, data = call(method, path, body)
+        assert status in want, (method, path, status, data)
+        return data
+
+    ok("POST", "/resource_providers", {"name": "cn1", "uuid": CN1})
+    ok("POST", "/resource_providers", {"name": "cn2", "uuid": CN2})
+    ok("POST", "/resource_providers", {"name": "cn1-numa0", "uuid": NUMA0,
+                                       "parent_provider_uuid": CN1})
+    ok("POST", "/resource_providers", {"name": "cn1-numa1", "uuid": NUMA1,
+                                       "parent_provider_uuid": CN1})
+    ok("POST", "/resource_providers", {"name": "shared-disk", "uuid": DISK})
+    inv = {
+        CN1: {"MEMORY_MB": {"total": 8192}},
+        NUMA0: {"VCPU": {"total": 8}},
+        NUMA1: {"VCPU": {"total": 8}},
+        CN2: {"VCPU": {"total": 16, "reserved": 4, "allocation_ratio": 2.0},
+              "MEMORY_MB": {"total": 4096}},
+        DISK: {"DISK_GB": {"total": 1000, "reserved": 100}},
+    }
+    for rp, invs in inv.items():
+        gen = ok("GET", f"/resource_providers/{rp}")["generation"]
+        ok("PUT", f"/resource_providers/{rp}/inventories",
+           {"resource_provider_generation": gen, "inventories": invs})
+    for rp in (CN1, CN2, DISK):
+        gen = ok("GET", f"/resource_providers/{rp}")["generation"]
+        ok("PUT", f"/resource_providers/{rp}/aggregates",
+           {"resource_provider_generation": gen, "aggregates": [AGG]})
+    for rp, traits in ((CN1, ["HW_CPU_X86_AVX2"]),
+                       (DISK, ["MISC_SHARES_VIA_AGGREGATE"])):
+        gen = ok("GET", f"/resource_providers/{rp}")["generation"]
+        ok("PUT", f"/resource_providers/{rp}/traits",
+           {"resource_provider_generation": gen, "traits": traits})
+
+    service = ok("POST", "/v3/services", {"service": {"type": "placement"}})
+    sid = service["service"]["id"]
+    ok("POST", "/v3/registered_limits", {"registered_limits": [
+        {"service_id": sid, "resource_name": "class:VCPU", "default_limit": 10}]})
+    ok("POST", "/v3/projects", {"project": {"id": "acme", "name": "Acme"}})
+    ok("POST", "/v3/projects", {"project": {"id": "acme-dev", "name": "Acme dev",
+                                            "parent_id": "acme"}})
+    ok("POST", "/v3/projects", {"project": {"id": "beta", "name": "Beta"}})
+    ok("POST", "/v3/limits", {"limits": [
+        {"project_id": "acme", "service_id": sid, "resource_name": "class:VCPU",
+         "resource_limit": 12},
+        {"project_id": "acme-dev", "service_id": sid,
+         "resource_name": "class:VCPU", "resource_limit": 8}]})
+
+    def alloc(consumer, project, user, allocations, ctype="INSTANCE"):
+        ok("PUT", f"/allocations/{consumer}", {
+            "allocations": {rp: {"resources": res} for rp, res in allocations.items()},
+            "project_id": project, "user_id": user, "consumer_generation": None,
+            "consumer_type": ctype})
+    alloc(C1, "acme", "alice", {NUMA0: {"VCPU": 4}, CN1: {"MEMORY_MB": 1024},
+                                DISK: {"DISK_GB": 100}})
+    alloc(C2, "acme-dev", "bob", {CN2: {"VCPU": 10}})
+    alloc(C3, "beta", "carol", {CN2: {"VCPU": 2, "MEMORY_MB": 512}})
+
+
+@pytest.fixture
+def db():
+    # SQLite: the SQL of the read functions is checked on the servers by
+    # test_fleet_sql_on_backends below.
+    with fresh_database("sqlite") as database:
+        yield database
+
+
+def _settings(db, **kw):
+    kw.setdefault("quota_model", "strict_two_level")
+    return Settings(db=db.url, **kw)
+
+
+def _client(db, **kw):
+    return falcon.testing.TestClient(create_app(_settings(db, **kw), db))
+
+
+def _caller(client):
+    def call(method, path, body=None):
+        r = client.simulate_request(method, path, json=body, headers=ADMIN)
+        return r.status_code, (r.json if r.text else None)
+    return call
+
+
+@pytest.fixture
+def world(db):
+    client = _client(db, ui=True)
+    build_world(_caller(client))
+    return client
+
+
+def page(client, path, token="admin", **kw):
+    return client.simulate_get(path, cookies={COOKIE: token} if token else None,
+                               **kw)
+
+
+def text(result) -> str:
+    """The page's visible text, roughly: tags dropped, whitespace folded."""
+    body = re.sub(r"<(script|style|title)[^>]*>.*?</\1>", " ", result.text, flags=re.S)
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", body))).strip()
+
+
+def test_console_is_off_unless_asked_for(db):
+    client = _client(db)
+    for path in ("/ui/", "/ui/login", "/ui/providers", "/ui/static/console.css"):
+        assert client.simulate_get(path, headers=ADMIN).status_code == 404, path
+
+
+def test_ui_is_a_setting_and_a_flag():
+    from placement_lite.cli import _parser
+    args = _parser().parse_args(["serve", "--ui"])
+    assert args.ui is True
+    assert Settings(ui=True).ui is True
+    assert Settings().ui is False
+
+
+def test_without_a_cookie_a_page_sends_to_the_login_form(world):
+    r = page(world, "/ui/", token=None)
+    assert r.status_code == 303 and r.headers["location"].endswith("/ui/login")
+    form = world.simulate_get("/ui/login")
+    assert form.status_code == 200 and 'name="token"' in form.text
+    assert 'method="post"' in form.text
+
+
+def test_login_sets_an_httponly_strict_cookie_and_keeps_the_token_out_of_urls(world):
+    r = world.simulate_post("/ui/login", body="token=admin",
+                            headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 303
+    assert "token" not in r.headers["location"] and "admin" not in r.headers["location"]
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}=admin;")
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
+    assert "Path=/ui" in cookie
+    # Over plain HTTP the cookie cannot be Secure (the browser would drop it);
+    # behind TLS it is.
+    assert "Secure" not in cookie
+    tls = world.simulate_post("/ui/login", body="token=admin", protocol="https",
+                              headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert "Secure" in tls.headers["set-cookie"]
+    out = world.simulate_post("/ui/logout", cookies={COOKIE: "admin"})
+    assert out.status_code == 303
+    assert re.search(rf"{COOKIE}=;|{COOKIE}=\"\";", out.headers["set-cookie"])
+
+
+def test_a_bad_token_is_refused_on_the_form(world):
+    r = world.simulate_post("/ui/login", body="token=a%20b%3Bc",
+                            headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 400 and "set-cookie" not in r.headers
+    assert "printable" in text(r)
+
+
+def test_the_cookie_does_not_authenticate_the_api(world):
+    r = world.simulate_get("/resource_providers", cookies={COOKIE: "admin"})
+    assert r.status_code == 401
+
+
+def test_a_caller_the_api_refuses_sees_a_403_page(world):
+    # noauth2 "alice:acme" has no roles: the API refuses her the provider
+    # list, and so does the console, naming the rule.
+    api = world.simulate_get("/resource_providers",
+                             headers={"X-Auth-Token": "alice:acme"})
+    assert api.status_code == 403
+    for path in ("/ui/", "/ui/providers", f"/ui/providers/{CN1}", "/ui/projects",
+                 "/ui/projects/acme", f"/ui/consumers/{C1}"):
+        r = page(world, path, token="alice:acme")
+        assert r.status_code == 403, path
+        assert r.headers["content-type"].startswith("text/html")
+        assert "Policy does not allow placement:" in text(r)
+        assert "cn1" not in text(r) and "Acme" not in text(r)
+
+
+def test_a_project_reader_sees_their_own_tree_and_not_others(db):
+    # A reader under secure-rbac, through noauth2's X-Roles.
+    world = _client(db, ui=True, policy_profile="secure-rbac")
+    build_world(_caller(world))
+    headers = {"X-Roles": "reader"}
+    mine = page(world, "/ui/projects/acme", token="rita:acme", headers=headers)
+    # acme-dev is in acme's tree but rita reads acme only: the API would
+    # refuse her /usages?project_id=acme-dev, so the tree is refused too.
+    assert mine.status_code == 403
+    assert "placement:" in text(mine)
+    beta = page(world, "/ui/projects/beta", token="rita:beta", headers=headers)
+    assert beta.status_code == 200, text(beta)
+    assert "Beta" in text(beta)
+    other = page(world, "/ui/projects/beta", token="rita:acme", headers=headers)
+    assert other.status_code == 403
+    assert "No lease charges or refunds" in text(beta)
+    # A member of beta is not a reader of provider inventories.
+    assert page(world, "/ui/", token="rita:beta", headers=headers).status_code == 403
+
+
+def test_a_section_whose_rule_refuses_is_left_out(db):
+    # legacy: quota reads are admin-only, and so is the lease ledger; a
+    # policy file lets a reader see the tree but not the ledger.
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        fh.write('"placement:limits:projects:show": "role:reader"\n'
+                 '"placement:limits:registered_limits:list": "role:reader"\n'
+                 '"placement:limits:limits:list": "role:reader"\n'
+                 '"placement:usages": "role:reader"\n')
+    world = _client(db, ui=True, policy_file=fh.name)
+    build_world(_caller(world))
+    r = page(world, "/ui/projects/beta", token="rita:beta",
+             headers={"X-Roles": "reader"})
+    assert r.status_code == 200
+    assert "Not shown: policy does not allow placement:lease:ledger" in text(r)
+
+
+def _api_fleet(client):
+    """Per class (capacity, used) summed over providers from the API."""
+    totals = {}
+    rps = client.simulate_get("/resource_providers", headers=ADMIN).json
+    for rp in rps["resource_providers"]:
+        invs = client.simulate_get(
+            f"/resource_providers/{rp['uuid']}/inventories", headers=ADMIN).json
+        used = client.simulate_get(
+            f"/resource_providers/{rp['uuid']}/usages", headers=ADMIN).json
+        for rc, inv in invs["inventories"].items():
+            cap, u = totals.get(rc, (0, 0))
+            totals[rc] = (cap + (inv["total"] - inv["reserved"]) * inv["allocation_ratio"],
+                          u + used["usages"].get(rc, 0))
+    return totals
+
+
+def _fleet_rows(result):
+    rows = {}
+    for m in re.finditer(r'<tr data-class="([A-Z_]+)">(.*?)</tr>', result.text, re.S):
+        cells = dict(re.findall(r'<td class="n (\w+)">([^<]*)</td>', m.group(2)))
+        rows[m.group(1)] = {k: float(v.replace(",", "")) for k, v in cells.items()}
+    return rows
+
+
+def test_fleet_numbers_match_the_api(world):
+    r = page(world, "/ui/")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "text/html; charset=utf-8"
+    shown = _fleet_rows(r)
+    expected = _api_fleet(world)
+    assert set(shown) == set(expected) == {"VCPU", "MEMORY_MB", "DISK_GB"}
+    for rc, (cap, used) in expected.items():
+        assert shown[rc]["capacity"] == cap
+        assert shown[rc]["used"] == used
+        assert shown[rc]["free"] == cap - used
+    assert shown["VCPU"] == {"providers": 3, "capacity": 40, "used": 16, "free": 24}
+    assert "5 resource providers in all" in text(r)
+
+
+def test_fleet_filters_by_aggregate_and_trait(world):
+    in_agg = _fleet_rows(page(world, f"/ui/?aggregate={AGG}"))
+    # numa0/numa1 are not in the aggregate: only cn2's VCPU counts.
+    assert in_agg["VCPU"]["capacity"] == 24 and in_agg["DISK_GB"]["capacity"] == 900
+    avx = _fleet_rows(page(world, "/ui/?trait=HW_CPU_X86_AVX2"))
+    assert set(avx) == {"MEMORY_MB"} and avx["MEMORY_MB"]["used"] == 1024
+    none = page(world, "/ui/?trait=CUSTOM_NOPE")
+    assert "No inventory matches the filter" in text(none)
+
+
+def test_fleet_histogram_counts_providers_by_free_share(world, db):
+    from placement_lite.ledger import fleet
+    with db.read() as conn:
+        by_class = {c.resource_class: c for c in fleet.class_summaries(conn)}
+    # numa0: 4 of 8 free (50 %); numa1: all free; cn2: 12 of 24 used (50 %).
+    assert by_class["VCPU"].histogram == (0, 0, 0, 0, 0, 2, 0, 0, 0, 1)
+    # shared disk: 800 of 900 free (88 %).
+    assert by_class["DISK_GB"].histogram[8] == 1
+
+
+def test_provider_page_shows_tree_sharing_inventory_and_consumers(world):
+    r = page(world, f"/ui/providers/{NUMA0}")
+    assert r.status_code == 200
+    seen = text(r)
+    for expected in ("cn1-numa0", "cn1", "cn1-numa1", "shared-disk", AGG, C1,
+                     "acme", "alice", "INSTANCE"):
+        assert expected in seen, expected
+    assert re.search(r'data-class="VCPU"><td class="rc">VCPU</td>'
+                     r'<td class="n used">4</td><td class="n capacity">8</td>', r.text)
+    disk = text(page(world, f"/ui/providers/{DISK}"))
+    assert "MISC_SHARES_VIA_AGGREGATE" in disk and AGG in disk
+    missing = page(world, f"/ui/providers/{_u('nope')}")
+    assert missing.status_code == 404 and "No resource provider" in text(missing)
+
+
+def test_providers_list_is_searchable_and_paginated(db):
+    client = _client(db, ui=True)
+    call = _caller(client)
+    for i in range(120):
+        status, _ = call("POST", "/resource_providers", {"name": f"host-{i:03d}"})
+        assert status == 200
+    first = page(client, "/ui/providers")
+    assert "Page 1 of 3 (120 providers)" in text(first)
+    names = re.findall(r">(host-\d{3})</a>", first.text)
+    assert names == [f"host-{i:03d}" for i in range(50)]
+    assert 'rel="next" href="/ui/providers?page=2"' in first.text
+    last = page(client, "/ui/providers?page=3")
+    assert re.findall(r">(host-\d{3})</a>", last.text) == [
+        f"host-{i:03d}" for i in range(100, 120)]
+    assert 'rel="next"' not in last.text and 'rel="prev"' in last.text
+    found = page(client, "/ui/providers?q=host-11")
+    assert re.findall(r">(host-\d{3})</a>", found.text) == [
+        f"host-{i}" for i in range(110, 120)]
+    assert "10 providers" in text(found)
+    # A search with LIKE's wildcards is taken literally.
+    assert "No resource provider matches" in text(page(client, "/ui/providers?q=%25"))
+    assert page(client, "/ui/providers?page=abc").status_code == 200
+
+
+def test_projects_page_marks_the_over_limit_tree(world):
+    r = page(world, "/ui/projects")
+    assert r.status_code == 200
+    cards = {root: cls for cls, root in re.findall(
+        r'<article class="tree-card([^"]*)" data-root="([^"]+)"', r.text)}
+    assert cards == {"acme": " over-tree", "beta": ""}
+    seen = text(r)
+    assert "model strict_two_level" in seen and "Over limit" in seen
+    detail = page(world, "/ui/projects/acme-dev")
+    rows = re.findall(r'<tr class="([^"]*)" data-resource="class:VCPU" '
+                      r'data-project="([^"]+)">(.*?)</tr>', detail.text, re.S)
+    by_project = {p: (cls, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body)))
+                  for cls, p, body in rows}
+    assert "over" not in by_project["acme"][0].split()
+    assert "over" in by_project["acme-dev"][0].split()
+    # acme's own 4 of 12; acme-dev's 10 of 8 (its override); the tree 14 of 12.
+    assert "Acme 12 override 4 8 " in by_project["acme"][1]
+    assert "Acme dev 8 override 10 -2 " in by_project["acme-dev"][1]
+    assert "over" in by_project["tree"][0].split()
+    assert "Whole tree 12 14 -2 " in by_project["tree"][1]
+    assert "No lease charges or refunds" in text(detail)
+
+
+def test_consumer_lookup(world):
+    r = page(world, f"/ui/consumers?uuid={C1.upper()}")
+    assert r.status_code == 303 and r.headers["location"] == f"/ui/consumers/{C1}"
+    seen = text(page(world, f"/ui/consumers/{C1}"))
+    for expected in ("acme", "alice", "INSTANCE", "cn1-numa0", "VCPU 4",
+                     "shared-disk", "DISK_GB 100"):
+        assert expected in seen, expected
+    missing = page(world, f"/ui/consumers/{_u('nobody')}")
+    assert missing.status_code == 404 and "No consumer with uuid" in text(missing)
+
+
+def test_static_css_is_served_from_the_package(world):
+    r = world.simulate_get("/ui/static/console.css")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/css")
+    assert ".over-tree" in r.text
+    assert world.simulate_get("/ui/static/../app.py").status_code == 404
+
+
+def test_pages_carry_a_strict_content_security_policy(world):
+    r = page(world, "/ui/")
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "unsafe-inline" not in csp
+    assert "<script" not in r.text and "http://" not in r.text.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    assert r.headers["x-frame-options"] == "DENY"
