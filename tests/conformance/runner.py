@@ -316,9 +316,14 @@ def run_file(path: pathlib.Path, backend: str = "sqlite") -> FileResult:
         # (which files ran before in a process varies with --jobs).
         saved_env = dict(os.environ)
         stack.callback(lambda: (os.environ.clear(), os.environ.update(saved_env)))
-        db = stack.enter_context(fresh_database(backend))
-        app = create_app(Settings(db=db.url, **settings), db)
-        port = stack.enter_context(serving(app))
+        try:
+            db = stack.enter_context(fresh_database(backend))
+            app = create_app(Settings(db=db.url, **settings), db)
+            port = stack.enter_context(serving(app))
+        except Exception:  # noqa: BLE001 - reported for the file, the run goes on
+            result.fixture_error = ("the server could not be started for this file "
+                                    f"(settings {settings}):\n{traceback.format_exc()}")
+            return result
         fixtures.CURRENT["url"] = f"http://127.0.0.1:{port}"
         stack.callback(fixtures.CURRENT.update, url=None)
         suite = suitemaker.test_suite_from_dict(
@@ -435,7 +440,8 @@ class Verdict:
 
     def problems(self) -> list[str]:
         out = []
-        out += [f"fixture failed for {name}:\n{msg}" for name, msg in self.fixture_errors]
+        out += [f"fixture or server setup failed for {name}:\n{msg}"
+                for name, msg in self.fixture_errors]
         out += [f"new failure: {o.test_id}\n{o.message}" for o in self.new_failures]
         out += [f"now passes, remove from pending.txt: {tid}" for tid in self.fixed_pending]
         out += [f"pending.txt or EXCLUSIONS names a test that does not exist: {tid}"
