@@ -16,7 +16,7 @@ import threading
 import uuid
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from placement_lite.config import Settings
 from placement_lite.db import tables as t
@@ -160,3 +160,72 @@ def test_a_lost_race_leaves_no_trace(db, model):
         assert conn.scalar(select(func.count()).select_from(t.consumers)
                            .where(t.consumers.c.uuid == consumer)) == 0
         assert conn.scalar(select(func.count()).select_from(t.allocations)) == 0
+
+
+def _most_connections(db) -> dict:
+    """Watch the pool: how many connections were checked out at once."""
+    seen = {"now": 0, "most": 0}
+    lock = threading.Lock()
+
+    def checkout(*_args):
+        with lock:
+            seen["now"] += 1
+            seen["most"] = max(seen["most"], seen["now"])
+
+    def checkin(*_args):
+        with lock:
+            seen["now"] -= 1
+
+    event.listen(db.engine, "checkout", checkout)
+    event.listen(db.engine, "checkin", checkin)
+    return seen
+
+
+@pytest.mark.parametrize("model", ["flat", "strict_two_level"])
+def test_a_claim_uses_one_connection(db, model):
+    """The claim check locks, reads and decides on the write's own
+    connection: a pool of one serves quota-checked claims, granted and
+    refused, and threads sharing it all get their answers."""
+    _service, providers = _setup(db, model)
+    small = Database(db.url, pool_size=1)
+    seen = _most_connections(small)
+    check = enforce.Enforcer(Settings(quota_enforce=True, quota_model=model))
+
+    def claim(project, amount, provider=providers[0]):
+        write = allocations.ConsumerWrite(str(uuid.uuid4()), project, "user",
+                                          {provider: {"VCPU": amount}})
+        small.run_write(lambda conn: allocations.replace(conn, [write], [check]),
+                        retries=50)
+
+    try:
+        claim("B", 5)
+        with pytest.raises(errors.OverLimit):
+            claim("B", 1)
+        assert seen["most"] == 1
+
+        granted, refused = [], []
+
+        def run(provider):
+            for _ in range(2):
+                try:
+                    claim("C", 1, provider)
+                except errors.OverLimit:
+                    refused.append(provider)
+                else:
+                    granted.append(provider)
+
+        threads = [threading.Thread(target=run, args=(providers[i],))
+                   for i in range(1, 5)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        small.dispose()
+    if model == "flat":
+        assert (len(granted), len(refused)) == (5, 3)
+        assert _usage(db) == {"B": 5, "C": 5}
+    else:
+        # B's 5 already fill the tree's 5 (A's default).
+        assert (len(granted), len(refused)) == (0, 8)
+        assert _usage(db) == {"B": 5}
