@@ -4,7 +4,9 @@ Collected: requests by method, route template and status; request latency
 histograms by method and route; the candidate engine's search time
 (reported by GET /allocation_candidates); write retries
 (generation conflicts and database deadlocks, from Database.on_retry); and
-the database pool, read at scrape time.
+the database pool, read at scrape time. Gauges of the ledger itself (the
+fleet's capacity, used and free per resource class; the projects closest
+to their limits) come from LedgerGauges, cached a few seconds.
 
 Every worker process keeps its own numbers; each series carries a `worker`
 label (the worker's index, stable across restarts) so a scraper that
@@ -15,11 +17,14 @@ service's totals.
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import threading
+import time
 from typing import Iterable, Optional
 
 import falcon
+from sqlalchemy.exc import SQLAlchemyError
 
 from placement_lite.db.engine import RetryableError
 from placement_lite.api.auth import READS
@@ -29,6 +34,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                    1.0, 2.5, 5.0, 10.0)
 _METHODS = frozenset(falcon.constants.COMBINED_METHODS)
+LOG = logging.getLogger(__name__)
 
 
 def _escape(value: str) -> str:
@@ -185,6 +191,83 @@ class Metrics:
         return list(hist.buckets) + [math.inf]
 
 
+class LedgerGauges:
+    """The fleet's capacity, used and free per resource class, and the
+    (project, resource) pairs closest to their limits, read from the
+    database by a fixed number of grouped queries (the fleet in one) and
+    cached for `ttl` seconds, so scrapes cost the database nothing more
+    however often they come and however many providers there are.
+
+    These describe the database, not the process: they carry no `worker`
+    label, and every worker reports the same values (take max, not sum).
+    """
+
+    TTL = 5.0
+
+    def __init__(self, db, settings, ttl: float = TTL, clock=time.monotonic):
+        self.db = db
+        self.settings = settings
+        self.ttl = ttl
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._text = ""
+        self._at: Optional[float] = None
+        self.reads = 0  # how many times the database was read, for tests
+
+    def render(self) -> str:
+        with self._lock:
+            now = self.clock()
+            if self._at is None or now - self._at >= self.ttl:
+                try:
+                    self._text = self._read()
+                except SQLAlchemyError:
+                    # The process's own metrics still answer; the gauges
+                    # are left out until the database answers again.
+                    LOG.warning("metrics: could not read the ledger", exc_info=True)
+                    self._text = ""
+                self._at = now
+            return self._text
+
+    def _read(self) -> str:
+        from placement_lite.ledger import fleet
+        from placement_lite.quota import overview
+
+        self.reads += 1
+        with self.db.read() as conn:
+            classes = fleet.class_summaries(conn)
+            nearest = overview.nearest_limits(conn, self.settings,
+                                              self.settings.metrics_quota_top_n)
+        lines: list[str] = []
+        for name, help_text, value in (
+                ("placement_lite_fleet_capacity", "Capacity of the fleet per "
+                 "resource class: the sum of (total - reserved) * allocation_ratio.",
+                 lambda c: c.capacity),
+                ("placement_lite_fleet_used", "Allocated amount per resource class.",
+                 lambda c: c.used),
+                ("placement_lite_fleet_free", "Capacity not allocated per "
+                 "resource class (negative when over-committed).",
+                 lambda c: c.free)):
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} gauge")
+            for c in classes:
+                lines.append(f"{name}{_labels([('resource_class', c.resource_class)])} "
+                             f"{_number(value(c))}")
+        if self.settings.metrics_quota_top_n > 0:
+            for name, help_text, value in (
+                    ("placement_lite_quota_usage", "Usage of the (project, resource) "
+                     "pairs closest to their limits (metrics_quota_top_n of them).",
+                     lambda u: u.usage),
+                    ("placement_lite_quota_limit", "The limit of the same pairs.",
+                     lambda u: u.limit)):
+                lines.append(f"# HELP {name} {help_text}")
+                lines.append(f"# TYPE {name} gauge")
+                for u in nearest:
+                    lines.append(name + _labels([("project", u.project),
+                                                 ("resource", u.resource)])
+                                 + f" {_number(value(u))}")
+        return "\n".join(lines) + "\n" if lines else ""
+
+
 class MetricsResource:
     """GET /metrics: served only when metrics are enabled; no auth."""
 
@@ -194,10 +277,11 @@ class MetricsResource:
 
     def __init__(self, services):
         self.metrics: Metrics = services.extras["metrics"]
+        self.gauges = LedgerGauges(services.db, services.settings)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = CONTENT_TYPE
-        resp.text = self.metrics.render()
+        resp.text = self.metrics.render() + self.gauges.render()
 
 
 ROUTES = [("/metrics", MetricsResource)]

@@ -1,0 +1,104 @@
+"""/metrics gauges of the ledger: the fleet's capacity per class and the
+projects closest to their limits; one grouped query for the fleet
+whatever its size, cached between scrapes."""
+from __future__ import annotations
+
+import falcon.testing
+import pytest
+from sqlalchemy import event
+
+from placement_lite.api.metrics import LedgerGauges
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+from placement_lite.ledger import fleet
+from tests import factories
+from tests.backends import backend_id, backend_urls, fresh_database
+from tests.test_metrics import _parse
+from tests.test_ui import ADMIN, build_world
+
+
+@pytest.fixture
+def db():
+    with fresh_database("sqlite") as database:
+        yield database
+
+
+def _client(db, **kw):
+    settings = Settings(db=db.url, metrics_enabled=True,
+                        quota_model="strict_two_level", **kw)
+    client = falcon.testing.TestClient(create_app(settings, db))
+
+    def call(method, path, body=None):
+        r = client.simulate_request(method, path, json=body, headers={
+            **ADMIN})
+        return r.status_code, (r.json if r.text else None)
+    build_world(call)
+    return client
+
+
+def test_fleet_and_quota_gauges(db):
+    samples = _parse(_client(db).simulate_get("/metrics").text)
+    fleet_ = {(name, labels): v for (name, labels), v in samples.items()
+              if name.startswith("placement_lite_fleet_")}
+    assert fleet_[("placement_lite_fleet_capacity", '{resource_class="VCPU"}')] == 40
+    assert fleet_[("placement_lite_fleet_used", '{resource_class="VCPU"}')] == 16
+    assert fleet_[("placement_lite_fleet_free", '{resource_class="VCPU"}')] == 24
+    assert fleet_[("placement_lite_fleet_capacity", '{resource_class="DISK_GB"}')] == 900
+    assert fleet_[("placement_lite_fleet_used", '{resource_class="MEMORY_MB"}')] == 1536
+    quota = {(name, labels): v for (name, labels), v in samples.items()
+             if name.startswith("placement_lite_quota_")}
+    assert quota[("placement_lite_quota_usage",
+                  '{project="acme-dev",resource="class:VCPU"}')] == 10
+    assert quota[("placement_lite_quota_limit",
+                  '{project="acme-dev",resource="class:VCPU"}')] == 8
+    assert quota[("placement_lite_quota_limit",
+                  '{project="beta",resource="class:VCPU"}')] == 10
+
+
+def test_project_gauges_are_bounded_and_can_be_turned_off(db):
+    samples = _parse(_client(db, metrics_quota_top_n=1).simulate_get("/metrics").text)
+    usage = [labels for (name, labels) in samples if name == "placement_lite_quota_usage"]
+    # The one pair nearest (here over) its limit.
+    assert usage == ['{project="acme-dev",resource="class:VCPU"}']
+
+
+def test_project_gauges_off(db):
+    text = _client(db, metrics_quota_top_n=0).simulate_get("/metrics").text
+    assert "placement_lite_quota_" not in text
+    assert "placement_lite_fleet_capacity" in text
+
+
+def test_gauges_are_cached_between_scrapes(db):
+    _client(db)
+    now = [100.0]
+    gauges = LedgerGauges(db, Settings(db=db.url), ttl=5.0, clock=lambda: now[0])
+    first = gauges.render()
+    now[0] += 4.9
+    assert gauges.render() == first and gauges.reads == 1
+    now[0] += 0.2
+    gauges.render()
+    assert gauges.reads == 2
+
+
+@pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
+@pytest.mark.parametrize("providers", [5, 60])
+def test_fleet_summary_is_one_query_whatever_the_fleet(backend, providers):
+    with fresh_database(backend) as database:
+        with database.engine.begin() as conn:
+            for i in range(providers):
+                rp = factories.provider_with(conn, VCPU=8, MEMORY_MB=1024)
+                if i % 2:
+                    factories.inventory(conn, rp, "DISK_GB", 100, reserved=10,
+                                        allocation_ratio=1.5)
+        statements = []
+        event.listen(database.engine, "before_cursor_execute",
+                     lambda *a, **k: statements.append(a[2]))
+        with database.read() as conn:
+            statements.clear()
+            found = {c.resource_class: c for c in fleet.class_summaries(conn)}
+            selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert len(selects) == 1
+        assert found["VCPU"].capacity == 8 * providers
+        assert found["DISK_GB"].providers == providers // 2
+        assert found["DISK_GB"].capacity == 135 * (providers // 2)
+        assert found["VCPU"].histogram[-1] == providers  # all free
