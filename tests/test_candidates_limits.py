@@ -1,7 +1,7 @@
 """Bounds on what one GET /allocation_candidates may ask for: the number
-of request groups is capped (a 400 naming the cap), and a request just
-under the cap is answered without exhausting the stack or running one
-statement per identical group."""
+of request groups is capped (a 400 naming the cap); a request at the cap
+is answered without exhausting the stack or running one statement per
+identical group; and a search for a split that does not exist ends."""
 from __future__ import annotations
 
 import pytest
@@ -61,7 +61,7 @@ def test_the_unnumbered_group_counts_too(client):
     assert str(MAX_REQUEST_GROUPS) in got.json["errors"][0]["detail"]
 
 
-def test_groups_just_under_the_cap_are_answered(client, db):
+def test_groups_at_the_cap_are_answered(client, db):
     uuid = _provider(client, "cn", {"DISK_GB": {"total": 100000}})
     statements = []
     listen = lambda *args: statements.append(args[2])  # noqa: E731
@@ -82,7 +82,7 @@ def test_groups_just_under_the_cap_are_answered(client, db):
     assert len(statements) < 20
 
 
-def test_distinct_groups_under_the_cap_are_answered(client):
+def test_distinct_groups_at_the_cap_are_answered(client):
     # Two providers with room for every group: every split is a candidate
     # (2^N of them), so the search must stay lazy and stack-safe.
     root = _provider(client, "cn", {})
