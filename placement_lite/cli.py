@@ -1,4 +1,4 @@
-"""The `placement-lite` command: serve, db upgrade, db version."""
+"""The `placement-lite` command: serve, db upgrade, db version, report."""
 from __future__ import annotations
 
 import argparse
@@ -91,6 +91,19 @@ def _parser() -> argparse.ArgumentParser:
                      "consumers, allocations, custom classes or custom traits, "
                      "delete them first (same transaction); projects, users, "
                      "consumer types and quota data are kept")
+    cmp_ = db_sub.add_parser(
+        "compare", help="compare an OpenStack Placement database with this "
+        "one, row by row (after an import; stop Placement's writers first)")
+    common(cmp_)
+    cmp_.add_argument("--from", dest="from_url", required=True, metavar="URL",
+                      help="Placement's database URL")
+
+    report = sub.add_parser(
+        "report", help="print the fleet's capacity per resource class and "
+        "each project tree's limits, usage and headroom (read-only)")
+    common(report)
+    report.add_argument("--format", choices=["text", "json"], default="text",
+                        dest="report_format")
 
     quota = sub.add_parser("quota", help="the deployment's quota enforcement")
     quota_sub = quota.add_subparsers(dest="quota_command", required=True)
@@ -107,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
 
 # Parser destinations that are not settings.
 _NOT_SETTINGS = ("command", "db_command", "quota_command", "set_enforce", "set_model",
-                 "from_url", "dry_run", "force")
+                 "from_url", "dry_run", "force", "report_format")
 
 
 def _flag_spellings(parser: argparse.ArgumentParser, command: str) -> dict:
@@ -147,8 +160,12 @@ def main(argv=None) -> int:
             return serve(settings)
         if args.command == "quota":
             return _quota_enforcement(settings, args)
+        if args.command == "report":
+            return _report(settings, args)
         if args.db_command == "import":
             return _db_import(settings, args)
+        if args.db_command == "compare":
+            return _db_compare(settings, args)
         return _db(settings, args)
     except StartupError as exc:
         print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
@@ -220,6 +237,63 @@ def _db_import(settings, args) -> int:
             return 1
         print(report.render())
         return 0
+    finally:
+        database.dispose()
+
+
+def _db_compare(settings, args) -> int:
+    """Exit 0 when the stored ledgers are the same, 1 when they differ."""
+    from placement_lite.db import importer, migrate
+    from placement_lite.server import _first_line
+    from sqlalchemy.exc import SQLAlchemyError
+
+    database = _open(settings)
+    try:
+        if migrate.current_version(database.engine) != migrate.head_version():
+            print("placement-lite: the schema is not current; run "
+                  "`placement-lite db upgrade` (or the import) first", file=sys.stderr)
+            return 1
+        counts, differences = importer.compare(args.from_url, database)
+    except importer.ImportRefused as exc:
+        print(f"placement-lite: cannot compare: {exc}", file=sys.stderr)
+        return 1
+    except (SQLAlchemyError, ImportError, OSError) as exc:
+        print(f"placement-lite: cannot compare: {type(exc).__name__}: "
+              f"{_first_line(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        database.dispose()
+    print("compared: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+    if not differences:
+        print("no differences")
+        return 0
+    print(f"{len(differences)} differences:")
+    for line in differences[:200]:
+        print(f"  {line}")
+    if len(differences) > 200:
+        print(f"  ... and {len(differences) - 200} more")
+    return 1
+
+
+def _report(settings, args) -> int:
+    """The fleet and quota summaries, from the database directly."""
+    from placement_lite import report
+    from placement_lite.db import migrate
+    from placement_lite.server import _database_error
+    from sqlalchemy.exc import SQLAlchemyError
+
+    database = _open(settings)
+    try:
+        if migrate.current_version(database.engine) != migrate.head_version():
+            print("placement-lite: the schema is not current; run "
+                  "`placement-lite db upgrade` first", file=sys.stderr)
+            return 1
+        with database.read() as conn:
+            data = report.collect(conn, settings)
+        sys.stdout.write(report.render(data, args.report_format))
+        return 0
+    except (SQLAlchemyError, OSError) as exc:
+        raise _database_error(settings, exc) from None
     finally:
         database.dispose()
 

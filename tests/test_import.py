@@ -509,3 +509,43 @@ def test_a_database_that_is_not_placement_16_is_refused(tmp_path, target, capsys
     status, out, err = run_cli(capsys, "--from", f"sqlite:///{tmp_path}/missing.sqlite",
                                "--db", target)
     assert status == 1 and "no such file" in err
+
+
+def test_compare_finds_no_difference_after_an_import_and_names_each_change(
+        source, target, capsys):
+    status, _out, err = run_cli(capsys, "--from", source, "--db", target)
+    assert status == 0, err
+    status = cli.main(["db", "compare", "--from", source, "--db", target])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "5 resource providers" in out and "8 allocations" in out
+    assert "no differences" in out
+
+    # A write to placement-lite after the import: compare names it.
+    client, db = client_for(target)
+    try:
+        resp = client.simulate_put(
+            f"/allocations/{INST1}",
+            headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.38"},
+            json={"allocations": {NUMA0: {"resources": {"VCPU": 1}}},
+                  "project_id": "proj-a", "user_id": "user-a",
+                  "consumer_generation": 4, "consumer_type": "INSTANCE"})
+        assert resp.status_code == 204, resp.text
+    finally:
+        db.dispose()
+    status = cli.main(["db", "compare", "--from", source, "--db", target])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert (f"consumers: {INST1}: Placement has ('proj-a', 'user-a', 'INSTANCE', 4), "
+            "placement-lite has ('proj-a', 'user-a', 'INSTANCE', 5)") in out
+    assert f"allocations: {INST1}/{NUMA0}/VCPU: Placement has 2, placement-lite has 1" in out
+    assert f"allocations: {INST1}/{SS}/DISK_GB is in Placement only" in out
+
+
+def test_compare_leaves_out_what_the_import_could_not_map(tmp_path, target, capsys):
+    source = build_placement(tmp_path / "drifted.sqlite", f"""
+        INSERT INTO allocations VALUES ('{TS}', NULL, 9, 4, '{INST2}', {rc('VCPU')}, 1);
+    """)
+    assert run_cli(capsys, "--from", source, "--db", target)[0] == 0
+    status = cli.main(["db", "compare", "--from", source, "--db", target])
+    assert status == 0, capsys.readouterr().out

@@ -128,7 +128,8 @@ class Builder:
             _s, out = self.call("PUT", f"/resource_providers/{rp}/aggregates", {
                 "resource_provider_generation": gen, "aggregates": sorted(aggs)})
         self.providers[rp] = {"name": name, "inventory": inventory or {},
-                              "parent": parent}
+                              "parent": parent, "traits": sorted(traits),
+                              "aggregates": sorted(aggs)}
         return rp
 
     def inv(self, total, **extra):
@@ -371,6 +372,35 @@ def shape(status, body):
     return status, as_set(body)
 
 
+def describe_difference(path, mine, theirs, names) -> str:
+    """The query and both answers; for candidates, the allocation requests
+    only one side gave. Provider uuids are followed by their names."""
+    def named(text):
+        for uuid, name in names.items():
+            text = text.replace(uuid, f"{uuid[:8]}({name})")
+        return text
+
+    lines = [f"GET {path}"]
+    if (path.startswith("/allocation_candidates") and mine[0] == theirs[0] == 200):
+        def requests(answer):
+            return {json.dumps(r, sort_keys=True) for r in answer[1]["allocation_requests"]}
+        only_theirs = sorted(requests(theirs) - requests(mine))
+        only_mine = sorted(requests(mine) - requests(theirs))
+        lines.append(f"  only placement gave ({len(only_theirs)}): "
+                     + named("; ".join(only_theirs[:4]))[:1500])
+        lines.append(f"  only placement-lite gave ({len(only_mine)}): "
+                     + named("; ".join(only_mine[:4]))[:1500])
+        if not only_theirs and not only_mine:
+            lines.append("  provider_summaries differ:\n    placement:      "
+                         + named(json.dumps(theirs[1]["provider_summaries"]))[:1500]
+                         + "\n    placement-lite: "
+                         + named(json.dumps(mine[1]["provider_summaries"]))[:1500])
+    else:
+        lines.append("  placement:      " + named(json.dumps(theirs))[:1500])
+        lines.append("  placement-lite: " + named(json.dumps(mine))[:1500])
+    return "\n".join(lines)
+
+
 def _overclaims(path: str, body) -> bool:
     """Does a candidate claim more of a class than the request asked for?
     (docs/placement-differences.md: group_policy double-counts a numbered
@@ -461,8 +491,8 @@ def test_placement_and_placement_lite_answer_alike(placement, seed, tmp_path):
             if why:
                 excuses[why] = excuses.get(why, 0) + 1
                 continue
-            differences.append(f"GET {path}\n  placement:      {json.dumps(theirs)[:1500]}"
-                               f"\n  placement-lite: {json.dumps(mine)[:1500]}")
+            differences.append(describe_difference(
+                path, mine, theirs, {u: p["name"] for u, p in world.providers.items()}))
         # The comparison must have compared something real: most reads
         # succeed, and candidates were found for many queries.
         assert statuses.get(200, 0) > len(reads) * 0.7, statuses
