@@ -12,7 +12,7 @@ import pytest
 
 from placement_lite.app import create_app
 from placement_lite.config import Settings
-from tests.backends import fresh_database
+from tests.backends import backend_id, backend_urls, fresh_database
 
 LATEST = {"OpenStack-API-Version": "placement latest"}
 ADMIN = {"X-Auth-Token": "admin", **LATEST}
@@ -387,3 +387,21 @@ def test_pages_carry_a_strict_content_security_policy(world):
     assert "<script" not in r.text and "http://" not in r.text.replace(
         'xmlns="http://www.w3.org/2000/svg"', "")
     assert r.headers["x-frame-options"] == "DENY"
+
+
+@pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
+def test_every_page_answers_on_each_backend(backend):
+    """The read functions' SQL on each database: same figures everywhere."""
+    with fresh_database(backend) as database:
+        client = _client(database, ui=True)
+        build_world(_caller(client))
+        for path in ("/ui/", f"/ui/?aggregate={AGG}&trait=HW_CPU_X86_AVX2",
+                     "/ui/providers", "/ui/providers?q=cn1", f"/ui/providers/{NUMA0}",
+                     f"/ui/providers/{CN2}?page=1", "/ui/projects", "/ui/projects?q=ac",
+                     "/ui/projects/acme", f"/ui/consumers/{C2}"):
+            assert page(client, path).status_code == 200, path
+        assert _fleet_rows(page(client, "/ui/"))["VCPU"] == {
+            "providers": 3, "capacity": 40, "used": 16, "free": 24}
+        r = page(client, "/ui/projects")
+        assert 'class="tree-card over-tree" data-root="acme"' in r.text
+        assert 'class="tree-card" data-root="beta"' in r.text
