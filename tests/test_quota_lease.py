@@ -1,5 +1,6 @@
-"""The lease-policy chain below HTTP: parsing, order, custom filters, and
-that a refusal late in the chain undoes the charges made before it."""
+"""The lease-policy chain below HTTP: reading Blazar's bodies, order,
+custom filters, and that a refusal late in the chain undoes the charges
+made before it."""
 from __future__ import annotations
 
 import datetime as dt
@@ -7,12 +8,18 @@ import datetime as dt
 import pytest
 from sqlalchemy import func, select
 
+from placement_lite.api.lease import lease_request
 from placement_lite.config import Settings
 from placement_lite.db import tables as t
 from placement_lite.ledger import errors
-from placement_lite.quota import catalog, lease, limits, models, projects
+from placement_lite.quota import catalog, enforce, lease, limits, models, projects
 
 START = dt.datetime(2030, 1, 1)
+
+
+def enforcer(settings):
+    # The app builds one per process; each test here is its own process.
+    return enforce.Enforcer(settings)
 
 
 def body(project="p", hours=2, reservations=None, **lease_fields):
@@ -25,7 +32,7 @@ def body(project="p", hours=2, reservations=None, **lease_fields):
 
 
 def test_amounts_follow_what_blazar_holds_or_asks():
-    parsed = lease.parse_request("create", body(reservations=[
+    parsed = lease_request("create", body(reservations=[
         {"resource_type": "physical:host", "min": 1, "max": 3,
          "allocations": [{"id": "a"}, {"id": "b"}]},
         {"resource_type": "physical:host", "min": "1", "max": "4"},
@@ -61,17 +68,17 @@ def test_amounts_follow_what_blazar_holds_or_asks():
 ])
 def test_malformed_bodies_name_the_problem(bad, words):
     with pytest.raises(lease.MalformedLease, match=words):
-        lease.parse_request("create", bad)
+        lease_request("create", bad)
 
 
 def test_update_takes_the_id_of_the_current_lease():
     raw = body()
     raw["current_lease"] = dict(raw["lease"], id="L9")
-    assert lease.parse_request("update", raw).lease.id == "L9"
+    assert lease_request("update", raw).lease.id == "L9"
 
 
 def test_timezone_aware_dates_become_naive_utc():
-    parsed = lease.parse_request("create", body(
+    parsed = lease_request("create", body(
         start_date="2030-01-01T02:00:00+02:00", end_date="2030-01-01T01:00:00Z"))
     assert parsed.lease.start == START and parsed.lease.hours == 1
 
@@ -80,7 +87,7 @@ class Refuser(lease.LeaseFilter):
     name = "refuser"
     seen: list = []
 
-    def check_create(self, conn, req, now):
+    def check(self, conn, req, now):
         Refuser.seen.append(req.project_id)
         raise lease.LeaseDenied("Leases are closed for maintenance today.")
 
@@ -99,18 +106,19 @@ def test_custom_filters_come_from_entry_points(monkeypatch):
                         lambda group: [FakeEntryPoint("refuser", Refuser)]
                         if group == lease.ENTRY_POINT_GROUP else [])
     chain = lease.LeasePolicy(Settings(lease_policy_filters=(
-        "max_duration", "refuser")))
+        "max_duration", "refuser")), enforcer(Settings()))
     assert [type(f) for f in chain.filters] == [lease.MaxDuration, Refuser]
     with pytest.raises(ValueError, match="unknown lease policy filter 'nope'"):
-        lease.LeasePolicy(Settings(lease_policy_filters=("nope",)))
+        lease.LeasePolicy(Settings(lease_policy_filters=("nope",)),
+                          enforcer(Settings()))
 
 
 def test_a_late_refusal_rolls_back_earlier_charges(db, monkeypatch):
     monkeypatch.setattr(lease.metadata, "entry_points",
                         lambda group: [FakeEntryPoint("refuser", Refuser)])
     settings = Settings(db=db.url, lease_policy_filters=("budget", "refuser"))
-    chain = lease.LeasePolicy(settings, clock=lambda: START)
-    req = lease.parse_request("create", body(project="late"))
+    chain = lease.LeasePolicy(settings, enforcer(settings), clock=lambda: START)
+    req = lease_request("create", body(project="late"))
     Refuser.seen.clear()
     with pytest.raises(lease.LeaseDenied, match="maintenance"):
         db.run_write(lambda conn: chain.run(conn, req))
@@ -118,12 +126,12 @@ def test_a_late_refusal_rolls_back_earlier_charges(db, monkeypatch):
     with db.read() as conn:
         assert conn.scalar(select(func.count()).select_from(t.lease_ledger)) == 0
     # The same chain without the refuser charges 3 hosts x 2 hours.
-    chain = lease.LeasePolicy(Settings(db=db.url, lease_policy_filters=(
-        "budget",)), clock=lambda: START)
+    settings = Settings(db=db.url, lease_policy_filters=("budget",))
+    chain = lease.LeasePolicy(settings, enforcer(settings), clock=lambda: START)
     db.run_write(lambda conn: chain.run(conn, req))
     with db.read() as conn:
         book = lease.ledger(conn, "late")
-    assert book["balance"] == {"lease:physical:host:hours": 6}
+    assert lease.balance(book) == {"lease:physical:host:hours": 6}
 
 
 def test_budget_under_strict_two_level_counts_the_tree(db):
@@ -144,10 +152,10 @@ def test_budget_under_strict_two_level_counts_the_tree(db):
             "project_id": "top", "service_id": service,
             "resource_name": "lease:physical:host:hours",
             "resource_limit": 12}], model)
-    chain = lease.LeasePolicy(settings, clock=lambda: START)
+    chain = lease.LeasePolicy(settings, enforcer(settings), clock=lambda: START)
 
     def ask(project, hosts, hours):
-        req = lease.parse_request("create", body(
+        req = lease_request("create", body(
             project=project, hours=hours,
             reservations=[{"resource_type": "physical:host", "amount": hosts}]))
         db.run_write(lambda conn: chain.run(conn, req))
