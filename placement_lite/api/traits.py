@@ -59,6 +59,8 @@ class Trait:
     policies = {"GET": "placement:traits:show",
                 "PUT": "placement:traits:update",
                 "DELETE": "placement:traits:delete"}
+    # GET answers 204 without a body, so any Accept will do (as in Placement).
+    produces = None
 
     def __init__(self, services):
         self.services = services
