@@ -79,11 +79,11 @@ class Resource:
     def model(self) -> models.Model:
         """The deployment's model, as stored (not this process's flag)."""
         with self.db.read() as conn:
-            return models.get_model(enforce.current(conn, self.settings).model)
+            return self.services.enforcer.model_for(conn)
 
     def enforcement(self) -> enforce.Enforcement:
         with self.db.read() as conn:
-            return enforce.current(conn, self.settings)
+            return self.services.enforcer.in_force(conn)
 
 
 class IdentityVersion(Resource):
