@@ -70,6 +70,9 @@ setup(
             # The reference implementation itself: its database is imported
             # and both servers' answers compared (tests/test_sameness.py).
             "openstack-placement==16.0.0",
+            # Placement's own gabbi fixtures (which import it) build the
+            # worlds our conformance fixtures are compared with.
+            "oslotest>=4.0",
             # The console in a real headless Chromium (Debian's chromium
             # and chromium-driver; skipped when they are not installed).
             "selenium>=4.10",
