@@ -617,7 +617,6 @@ class Search:
         needed = self._needed_choices(subtree_checks) if memo else ()
         dead: set = set()
         entered = [0] * n  # per level: yields before it was entered
-        keys: list = [None] * n
         yields = 0
 
         def state(j):
@@ -678,7 +677,9 @@ class Search:
             else:
                 levels.pop()
                 if memo and i and yields == entered[i] and len(dead) < MAX_DEAD_ENDS:
-                    dead.add(keys[i])
+                    # Every choice of this level is taken back: the state
+                    # is the one it was entered with.
+                    dead.add(state(i))
                 continue
             if i + 1 == n:
                 yields += 1
@@ -686,9 +687,8 @@ class Search:
                 steps = 0
                 yield tuple(chosen)
             elif memo:
-                key = state(i + 1)
-                if key not in dead:
-                    keys[i + 1] = key
+                # Until a dead end is found, a search costs no state keys.
+                if not dead or state(i + 1) not in dead:
                     entered[i + 1] = yields
                     levels.append(iter(options[i + 1]))
             else:
