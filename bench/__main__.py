@@ -1,4 +1,4 @@
-"""python -m bench {load,query,throughput,claims,suite} ... (prints JSON)."""
+"""python -m bench {load,query,throughput,claims,console,suite} ... (prints JSON)."""
 from __future__ import annotations
 
 import argparse
@@ -75,6 +75,28 @@ class Server:
                 self.proc.wait()
 
 
+def _console_scenario(workdir, port, count, runs):
+    """The console's pages (serve --ui) over a flat world with projects,
+    limits and allocations: median and p95 per page, server CPU per page."""
+    from bench import console
+    db_url = f"sqlite:///{os.path.join(workdir, f'console_{count}.sqlite')}"
+    db = loader.open_db(db_url)
+    loader.load_flat(db, count)
+    names = console.load_quota_and_usage(db)
+    db.dispose()
+    server = Server(db_url, port, 1, ("--ui",))
+    try:
+        results = {"providers": count, "runs": runs,
+                   "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+                   "pages": console.time_pages(
+                       server.url, names, runs,
+                       cpu=lambda: runner.cpu_seconds(server.pids()))}
+        results["peak_rss_mb"] = runner.peak_rss_mb(server.pids())
+    finally:
+        server.stop()
+    return results
+
+
 def _suite(args):
     """Every scenario of bench/README.md, each on a fresh SQLite database
     and a fresh server."""
@@ -128,6 +150,9 @@ def _suite(args):
              workers=2, tput=[("throughput_full", None),
                               ("throughput_limit_10", 10)])
     scenario("claims_200", "flat", 200, [], workers=2, claim=args.clients)
+    port += 1
+    out["console_10k"] = _console_scenario(workdir, port, 10000, args.runs)
+    print(json.dumps({"console_10k": out["console_10k"]}), file=sys.stderr)
     out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
@@ -157,6 +182,12 @@ def main(argv=None):
     p.add_argument("--url", required=True)
     p.add_argument("--clients", type=int, default=10)
     p.add_argument("--per-client", type=int, default=20)
+    p = sub.add_parser("console", help="time the console's pages (serve --ui) "
+                       "over a fresh flat world with projects and allocations")
+    p.add_argument("--count", type=int, default=10000)
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--port", type=int, default=18790)
+    p.add_argument("--workdir", default=None)
     p = sub.add_parser("suite", help="every scenario, with its own servers")
     p.add_argument("--workdir", default=None)
     p.add_argument("--port", type=int, default=18800)
@@ -175,6 +206,9 @@ def main(argv=None):
     elif args.command == "throughput":
         result = runner.throughput(args.url, args.shape, args.clients,
                                    args.seconds, args.limit)
+    elif args.command == "console":
+        result = _console_scenario(tempfile.mkdtemp(prefix="pl-bench-", dir=args.workdir),
+                                   args.port, args.count, args.runs)
     elif args.command == "claims":
         result = runner.claims(args.url, args.clients, args.per_client)
     else:
