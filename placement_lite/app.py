@@ -139,11 +139,6 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     if settings.metrics_enabled:
         from placement_lite.api import metrics as metrics_api
         table += metrics_api.ROUTES
-    if settings.ui:
-        # Imported only when on: without --ui the console adds no route,
-        # no template loading and no work to any request.
-        from placement_lite import ui
-        table += ui.ROUTES
     errors.install(app, code_always=frozenset(own))
     routed = []
     for template, resource_class in table:
@@ -152,4 +147,11 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         routed.append((template, resource))
     # The OpenAPI document is built from exactly what is routed here.
     services.extras["route_table"] = routed
+    if settings.ui:
+        # Imported only when on: without --ui the console adds no route,
+        # no template loading and no work to any request. Its HTML pages
+        # are not API operations, so they stay out of the OpenAPI document.
+        from placement_lite import ui
+        for template, resource_class in ui.ROUTES:
+            app.add_route(template, resource_class(services))
     return app

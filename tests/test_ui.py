@@ -405,3 +405,9 @@ def test_every_page_answers_on_each_backend(backend):
         r = page(client, "/ui/projects")
         assert 'class="tree-card over-tree" data-root="acme"' in r.text
         assert 'class="tree-card" data-root="beta"' in r.text
+
+
+def test_console_pages_are_not_in_the_openapi_document(world):
+    doc = world.simulate_get("/openapi.json", headers=ADMIN).json
+    assert not [p for p in doc["paths"] if p.startswith("/ui")]
+    assert "/resource_providers" in doc["paths"]
