@@ -3,6 +3,8 @@ projects closest to their limits; one grouped query for the fleet
 whatever its size, cached between scrapes."""
 from __future__ import annotations
 
+import uuid as uuidlib
+
 import falcon.testing
 import pytest
 from sqlalchemy import event
@@ -102,3 +104,43 @@ def test_fleet_summary_is_one_query_whatever_the_fleet(backend, providers):
         assert found["DISK_GB"].providers == providers // 2
         assert found["DISK_GB"].capacity == 135 * (providers // 2)
         assert found["VCPU"].histogram[-1] == providers  # all free
+
+
+@pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
+def test_histogram_edges(backend):
+    """Each provider in exactly one bucket: no capacity, over-committed
+    (an inventory shrunk under its allocations), exact tenths, all free."""
+    from sqlalchemy import insert
+    from placement_lite.db import tables as t
+    with fresh_database(backend) as database:
+        with database.engine.begin() as conn:
+            project = conn.execute(insert(t.projects).values(external_id="p")
+                                   ).inserted_primary_key[0]
+            user = conn.execute(insert(t.users).values(external_id="u")
+                                ).inserted_primary_key[0]
+
+            def holding(total, used, reserved=0):
+                rp = factories.provider(conn)
+                factories.inventory(conn, rp, "VCPU", total, reserved=reserved,
+                                    max_unit=max(total, 1))
+                if used:
+                    consumer = conn.execute(insert(t.consumers).values(
+                        uuid=str(uuidlib.uuid4()), project_id=project,
+                        user_id=user, generation=0)).inserted_primary_key[0]
+                    conn.execute(insert(t.allocations).values(
+                        resource_provider_id=rp["id"], consumer_id=consumer,
+                        resource_class_id=factories.class_id(conn, "VCPU"), used=used))
+            holding(10, 0, reserved=10)   # no capacity, unused: bucket 0
+            holding(10, 3, reserved=10)   # no capacity, used: bucket 0
+            holding(10, 12)               # over-committed: bucket 0
+            holding(10, 10)               # full: bucket 0
+            holding(10, 9)                # 10 % free: bucket 1
+            holding(10, 5)                # 50 % free: bucket 5
+            holding(10, 1)                # 90 % free: bucket 9
+            holding(10, 0)                # all free: bucket 9
+        with database.read() as conn:
+            (vcpu,) = fleet.class_summaries(conn)
+        assert vcpu.histogram == (4, 1, 0, 0, 0, 1, 0, 0, 0, 2)
+        assert vcpu.providers == 8 and vcpu.capacity == 60
+        assert vcpu.used == 3 + 12 + 10 + 9 + 5 + 1
+        assert vcpu.free == 60 - 40
