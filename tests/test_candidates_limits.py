@@ -127,3 +127,28 @@ def test_groups_no_split_can_hold_are_answered_within_the_search_budget(client):
                               headers=HEADERS)
     assert got.status_code == 200, got.text
     assert got.json["allocation_requests"] == []
+
+
+@pytest.mark.parametrize("path", ["/allocation_candidates", "/resource_providers"])
+def test_a_filter_repeated_hundreds_of_times_is_answered(client, path):
+    # 990 `required` (or member_of) terms made one SQL condition each,
+    # deeper than SQLite parses (a 500); repeats now collapse.
+    _provider(client, "cn", {"VCPU": {"total": 8}})
+    prefix = "resources=VCPU:1&" if path == "/allocation_candidates" else ""
+    for repeated in ("required=HW_CPU_X86_AVX2",
+                     "required=in:HW_CPU_X86_AVX2,HW_CPU_X86_SSE",
+                     "member_of=11111111-1111-1111-1111-111111111111"):
+        got = client.simulate_get(path, headers=HEADERS,
+                                  query_string=prefix + "&".join([repeated] * 990))
+        assert got.status_code == 200, got.text
+
+
+def test_too_many_distinct_filters_in_a_group_is_a_400(client):
+    from placement_lite.candidates.request import MAX_GROUP_TERMS
+    query = "resources=VCPU:1&" + "&".join(
+        f"member_of=11111111-1111-1111-1111-{i:012d}"
+        for i in range(MAX_GROUP_TERMS + 1))
+    got = client.simulate_get("/allocation_candidates", headers=HEADERS,
+                              query_string=query)
+    assert got.status_code == 400
+    assert str(MAX_GROUP_TERMS) in got.json["errors"][0]["detail"]

@@ -250,3 +250,22 @@ def test_provider_filters():
         parse_provider_filters({"required": ["!B"]}, (1, 18))
     with pytest.raises(Invalid):
         parse_provider_filters({"required": ["A,!A"]}, LATEST)
+
+
+def test_repeated_filters_collapse_and_distinct_ones_are_capped():
+    from placement_lite.candidates.request import MAX_GROUP_TERMS
+    group = parse(resources="VCPU:1", required=["A"] * 900,
+                  member_of=[AGG1] * 900).groups[""]
+    assert group.required == [{"A"}] and group.member_of == [{AGG1}]
+    many = [f"CUSTOM_T{i}" for i in range(MAX_GROUP_TERMS + 1)]
+    detail = bad(resources1="VCPU:1", required1=many)
+    assert detail.startswith("Invalid query string parameters")
+    assert str(MAX_GROUP_TERMS) in detail and "required1" in detail
+    parse(resources1="VCPU:1", required1=many[:-1])
+    aggs = [f"in:{AGG1},11111111-1111-1111-1111-{i:012d}"
+            for i in range(MAX_GROUP_TERMS + 1)]
+    assert str(MAX_GROUP_TERMS) in bad(resources="VCPU:1", member_of=aggs)
+    classes = ",".join(f"CUSTOM_C{i}:1" for i in range(MAX_GROUP_TERMS + 1))
+    assert str(MAX_GROUP_TERMS) in bad(resources=classes)
+    assert str(MAX_GROUP_TERMS) in bad(
+        resources="VCPU:1", root_required=",".join(many))

@@ -60,6 +60,13 @@ class Features:
 # request's work. Documented in docs/operations.md (Input limits).
 MAX_REQUEST_GROUPS = 128
 
+# The most distinct required traits (or 'in:' lists), aggregates (or
+# lists) and resource classes one group may ask for. Each becomes a
+# condition of the group's query, and SQLite refuses expressions nested
+# 1000 deep; real requests use a handful. Repeats of the same term
+# collapse first.
+MAX_GROUP_TERMS = 64
+
 NUMBERED_SUFFIX = r"[1-9][0-9]*"
 STRING_SUFFIX = r"[a-zA-Z0-9_-]{1,64}"
 GROUP_PREFIXES = ("resources", "required", "member_of", "in_tree")
@@ -155,6 +162,26 @@ MAX_AMOUNT = 2147483647
 ROOT_TRAIT_SYNTAX = Features((1, 38))
 
 
+def _distinct(any_of_sets: list, key: str, what: str) -> list:
+    """The any-of sets without repeats, in order; at most MAX_GROUP_TERMS."""
+    seen: set = set()
+    out = []
+    for names in any_of_sets:
+        frozen = frozenset(names)
+        if frozen not in seen:
+            seen.add(frozen)
+            out.append(names)
+    _check_terms(len(out), key, what)
+    return out
+
+
+def _check_terms(count: int, key: str, what: str) -> None:
+    if count > MAX_GROUP_TERMS:
+        raise _bad(f"Invalid query string parameters: at most "
+                   f"{MAX_GROUP_TERMS} distinct {what} are allowed in "
+                   f"{key}; got {count}.", QUERYPARAM_BAD_VALUE)
+
+
 def _where(key: str, base: str) -> str:
     """Placement's messages name the unsuffixed parameter; ours go on to
     name the suffixed one the caller actually sent."""
@@ -188,6 +215,7 @@ def parse_resources(value: str, key: str = "resources") -> dict:
             raise _bad(f"Requested resource {name} amount {number} is more "
                        f"than any inventory can hold ({MAX_AMOUNT}).")
         result[name] = number
+    _check_terms(len(result), key, "resource classes")
     return result
 
 
@@ -241,7 +269,7 @@ def parse_required(values: Sequence[str], key: str, feats: Features):
         for name in sorted(set(names)):
             if not name.startswith("!"):
                 required.append({name})
-    return required, forbidden
+    return _distinct(required, key, "required traits (or 'in:' lists)"), forbidden
 
 
 def parse_member_of(values: Sequence[str], key: str, feats: Features):
@@ -272,7 +300,7 @@ def parse_member_of(values: Sequence[str], key: str, feats: Features):
             forbidden |= uuids
         else:
             required.append(uuids)
-    return required, forbidden
+    return _distinct(required, key, "aggregates (or 'in:' lists)"), forbidden
 
 
 def parse_in_tree(value: str, key: str = "in_tree") -> str:
