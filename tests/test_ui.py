@@ -369,6 +369,10 @@ def test_consumer_lookup(world):
     for expected in ("acme", "alice", "INSTANCE", "cn1-numa0", "VCPU 4",
                      "shared-disk", "DISK_GB 100"):
         assert expected in seen, expected
+    odd = page(world, "/ui/consumers?uuid=a%0d%0aSet-Cookie:%20x=1/..")
+    assert odd.status_code == 303
+    assert odd.headers["location"] == "/ui/consumers/a%0D%0ASet-Cookie%3A%20x%3D1%2F.."
+    assert "set-cookie" not in odd.headers
     missing = page(world, f"/ui/consumers/{_u('nobody')}")
     assert missing.status_code == 404 and "No consumer with uuid" in text(missing)
 

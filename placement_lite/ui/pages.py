@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from typing import Optional
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 import falcon
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -259,8 +259,8 @@ class ConsumerPage(Page):
     def show(self, req, resp, identity, consumer_uuid: Optional[str] = None):
         wanted = consumer_uuid or (req.get_param("uuid") or "").strip()
         if consumer_uuid is None and wanted:
-            raise falcon.HTTPSeeOther("/ui/consumers/" + (canonical_uuid(wanted)
-                                                          or wanted)[:80])
+            raise falcon.HTTPSeeOther("/ui/consumers/" + quote(
+                (canonical_uuid(wanted) or wanted)[:80], safe=""))
         found, allocs = None, []
         if wanted:
             with self.db.read() as conn:
