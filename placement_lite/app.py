@@ -13,7 +13,7 @@ from placement_lite.api.microversion import MicroversionMiddleware
 from placement_lite.api.middleware import (
     AccessLogMiddleware, HttpRulesMiddleware, InputLimitsMiddleware,
     RequestIdMiddleware)
-from placement_lite.api.paths import UuidPathMiddleware
+from placement_lite.api.paths import UrlMiddleware
 from placement_lite.api.policy import Policy
 from placement_lite.api.services import Services
 from placement_lite.config import Settings
@@ -122,7 +122,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         InputLimitsMiddleware(settings.max_body_bytes, settings.max_query_params),
         MicroversionMiddleware(),
         HttpRulesMiddleware(),
-        UuidPathMiddleware(),
+        UrlMiddleware(),
         AuthMiddleware(settings.auth, policy,
                        default_token=settings.noauth2_default_token),
     ]

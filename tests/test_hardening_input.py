@@ -368,3 +368,35 @@ def test_a_lease_resource_type_too_long_for_its_column_is_400(client, path):
             "lease": lease, "current_lease": lease}
     detail = error_of(call(client, "POST", path, body=body))
     assert "resource_type" in detail, detail
+
+
+@pytest.mark.parametrize("path,query,named", [
+    ("/resource_providers", "name=%ED%A0%80", "'name'"),
+    ("/usages", "project_id=a%ED%B0%80b", "'project_id'"),
+    ("/allocation_candidates", "resources=VCPU:1&required=%FF", "'required'"),
+    ("/resource_providers", "%ED%A0%80=1", "name of parameter"),
+    ("/resource_providers/%ED%A0%80", None, "'%ED%A0%80'"),
+    ("/traits/CUSTOM_%ED%A0%80", None, "'CUSTOM_%ED%A0%80'"),
+    ("/v3/projects/%ED%A0%80", None, "'%ED%A0%80'"),
+])
+def test_a_url_that_is_not_utf8_is_400_naming_the_parameter(db, path, query, named):
+    """A lone surrogate's bytes, percent-encoded, are not text: a 400 as
+    Placement answers for an undecodable query string, not a lookup of
+    replacement characters (a 404, or a 200 that found nothing)."""
+    from tests.live import served
+    import urllib.error
+    import urllib.request
+    with served(create_app(Settings(db=db.url), db)) as base:
+        req = urllib.request.Request(
+            base + path + (f"?{query}" if query else ""),
+            headers={"X-Auth-Token": "admin",
+                     "OpenStack-API-Version": "placement latest"})
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(req, timeout=10)
+        raw = caught.value.read()
+    assert caught.value.code == 400
+    body = json.loads(raw)
+    detail = body["error"]["message"] if "error" in body else body["errors"][0]["detail"]
+    assert "not UTF-8" in detail and named in detail, detail
+    if query:
+        assert detail.startswith("Invalid query string parameters: ")
