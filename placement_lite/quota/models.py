@@ -38,7 +38,7 @@ def num(x: float):
     return int(x) if float(x).is_integer() else round(x, 6)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Over:
     resource_name: str
     limit: int
@@ -72,7 +72,7 @@ class Target:
         return self.project.id if self.project else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Limits:
     """The limits in scope, read once per decision: registered defaults by
     name and project limits by (project id, name)."""
@@ -93,7 +93,7 @@ class Limits:
         return 0 if self.unregistered_is_zero else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Figures:
     """One resource's usage per project id, and what a change adds to it
     per project id."""
@@ -101,7 +101,7 @@ class Figures:
     added: Mapping[int, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Baseline:
     """A claim check's first phase, read with the trees locked and before
     the write: the limits in scope (None: nothing is), the names they
@@ -153,12 +153,14 @@ class Model(abc.ABC):
         if scope is None and not ctx.unregistered_is_zero:
             return None
         if scope is None:
-            return Limits({}, {}, ctx.unregistered_is_zero)
+            return Limits(defaults={}, explicit={},
+                          unregistered_is_zero=ctx.unregistered_is_zero)
         service_id, rkey = scope
         return Limits(
-            lim.registered_defaults(conn, service_id, rkey, only),
-            lim.explicit_limits(conn, service_id, rkey, project_ids, only),
-            ctx.unregistered_is_zero)
+            defaults=lim.registered_defaults(conn, service_id, rkey, only),
+            explicit=lim.explicit_limits(conn, service_id, rkey, project_ids,
+                                         only),
+            unregistered_is_zero=ctx.unregistered_is_zero)
 
     @staticmethod
     def _counted(conn: Connection, ctx: Context, limits: Limits,
@@ -180,7 +182,7 @@ class Model(abc.ABC):
         names = self._counted(conn, ctx, limits, ids)
         used = usage.usage(conn, ids, names, ctx.aliases)
         return self._judge(targets, names, limits,
-                           lambda name, _target: Figures(used.get(name, {})))
+                           lambda name, _target: Figures(used=used.get(name, {})))
 
     def over_limits_with(self, conn: Connection, ctx: Context,
                          targets: list[Target],
@@ -193,7 +195,8 @@ class Model(abc.ABC):
             return []
         used = usage.usage(conn, ids, deltas, ctx.aliases)
         return self._judge(targets, set(deltas), limits, lambda name, target: (
-            Figures(used.get(name, {}), {target.id: deltas.get(name, 0)})))
+            Figures(used=used.get(name, {}),
+                    added={target.id: deltas.get(name, 0)})))
 
     def claim_baseline(self, conn: Connection, ctx: Context,
                        targets: list[Target]) -> Baseline:
@@ -202,10 +205,10 @@ class Model(abc.ABC):
         ids = _project_ids(targets)
         limits = self.limits_in_scope(conn, ctx, ids)
         if limits is None:
-            return Baseline(targets, None)
+            return Baseline(targets=targets, limits=None)
         names = self._counted(conn, ctx, limits, ids)
-        return Baseline(targets, limits, frozenset(names),
-                        usage.usage(conn, ids, names, ctx.aliases))
+        return Baseline(targets=targets, limits=limits, names=frozenset(names),
+                        used=usage.usage(conn, ids, names, ctx.aliases))
 
     def over_limits_grown(self, conn: Connection, ctx: Context,
                           baseline: Baseline,
@@ -233,8 +236,9 @@ class Model(abc.ABC):
 
         def figures(name, _target):
             before, after = baseline.used.get(name, {}), now.get(name, {})
-            return Figures(before, {pid: after.get(pid, 0) - before.get(pid, 0)
-                                    for pid in set(before) | set(after)})
+            return Figures(used=before,
+                           added={pid: after.get(pid, 0) - before.get(pid, 0)
+                                  for pid in set(before) | set(after)})
 
         return self._judge(targets, names, limits, figures,
                            keep=lambda o: o.delta > 0)
@@ -273,7 +277,8 @@ class Flat(Model):
         current = figures.used.get(target.id, 0) if target.id is not None else 0
         delta = figures.added.get(target.id, 0)
         if _over(current + delta, limit):
-            return [Over(name, limit, current, delta, target.external_id)]
+            return [Over(resource_name=name, limit=limit, current_usage=current,
+                         delta=delta, project_id=target.external_id)]
         return []
 
 
@@ -300,7 +305,9 @@ class StrictTwoLevel(Model):
         delta = added.get(target.id, 0)
         found = []
         if _over(current + delta, limit):
-            found.append(Over(name, limit, current, delta, target.external_id))
+            found.append(Over(resource_name=name, limit=limit,
+                              current_usage=current, delta=delta,
+                              project_id=target.external_id))
         if target.project is not None:
             tree_used = sum(used.get(pid, 0) for pid in target.tree)
             tree_delta = sum(added.get(pid, 0) for pid in target.tree)
@@ -308,8 +315,9 @@ class StrictTwoLevel(Model):
             if _over(tree_used + tree_delta, root_limit) and (
                     target.root_id != target.id or tree_used != current
                     or tree_delta != delta):
-                found.append(Over(name, root_limit, tree_used, tree_delta,
-                                  target.root_external_id, tree=True))
+                found.append(Over(resource_name=name, limit=root_limit,
+                                  current_usage=tree_used, delta=tree_delta,
+                                  project_id=target.root_external_id, tree=True))
         return found
 
     def validate_limits(self, conn: Connection, rows: list[dict]) -> None:
