@@ -29,6 +29,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 except ImportError:  # pragma: no cover - depends on the install
     webdriver = None
 
@@ -98,12 +99,18 @@ def _shot(driver, shots, name):
     return path
 
 
+def _wait_for(driver, suffix):
+    """Wait for a navigation a click or a submit started to land."""
+    WebDriverWait(driver, 15).until(lambda d: d.current_url.endswith(suffix))
+
+
 def _login(driver, base, token="admin"):
     driver.get(base + "/ui/login")
     box = driver.find_element(By.ID, "token")
     box.clear()
     box.send_keys(token)
     box.submit()
+    _wait_for(driver, "/ui/")
 
 
 def _cells(row) -> list:
@@ -169,10 +176,11 @@ def test_providers_pages(browser, live, shots):
     box = browser.find_element(By.NAME, "q")
     box.send_keys("numa")
     box.submit()
+    _wait_for(browser, "?q=numa")
     names = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#providers td:first-child a")]
     assert names == ["cn1-numa0", "cn1-numa1"]
     browser.find_element(By.LINK_TEXT, "cn1-numa0").click()
-    assert browser.current_url.endswith(f"/ui/providers/{NUMA0}")
+    _wait_for(browser, f"/ui/providers/{NUMA0}")
     seen = _visible(browser)
     tree = browser.find_element(By.ID, "tree").text
     assert "cn1" in tree and "cn1-numa1" in tree and "shared-disk" in tree
@@ -207,7 +215,7 @@ def test_projects_page_highlights_the_over_limit_tree(browser, live, shots):
     assert fine.text == "2" and _rgb(fine.value_of_css_property("color")) != red
     _shot(browser, shots, "projects")
     acme.find_element(By.LINK_TEXT, "Acme").click()
-    assert browser.current_url.endswith("/ui/projects/acme")
+    _wait_for(browser, "/ui/projects/acme")
     seen = _visible(browser)
     assert "Whole tree 12 14 -2" in seen
     assert "Lease budget ledger" in seen
@@ -220,7 +228,7 @@ def test_consumer_lookup(browser, live, shots):
     box = browser.find_element(By.NAME, "uuid")
     box.send_keys(C1)
     box.submit()
-    assert browser.current_url.endswith(f"/ui/consumers/{C1}")
+    _wait_for(browser, f"/ui/consumers/{C1}")
     assert browser.find_element(By.ID, "consumer-project").text == "acme"
     assert browser.find_element(By.ID, "consumer-user").text == "alice"
     assert browser.find_element(By.ID, "consumer-type").text == "INSTANCE"
@@ -238,5 +246,5 @@ def test_a_caller_without_rights_sees_the_refusal(browser, live, shots):
     assert "VCPU" not in _visible(browser)
     _shot(browser, shots, "refused")
     browser.find_element(By.CSS_SELECTOR, "form.who button").click()
-    assert browser.current_url.endswith("/ui/login")
+    _wait_for(browser, "/ui/login")
     assert browser.get_cookies() == []
