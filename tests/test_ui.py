@@ -415,3 +415,18 @@ def test_console_pages_are_not_in_the_openapi_document(world):
     doc = world.simulate_get("/openapi.json", headers=ADMIN).json
     assert not [p for p in doc["paths"] if p.startswith("/ui")]
     assert "/resource_providers" in doc["paths"]
+
+
+def test_flat_model_judges_each_project_alone(db):
+    client = _client(db, ui=True, quota_model="flat")
+    build_world(_caller(client))
+    r = page(client, "/ui/projects/acme")
+    assert r.status_code == 200
+    assert "model flat" in text(r)
+    rows = {project: cls for cls, project in re.findall(
+        r'<tr class="([^"]*)" data-resource="class:VCPU" data-project="([^"]+)">', r.text)}
+    # acme-dev holds 10 against its own 8: over; acme 4 of 12; no tree total
+    # (flat does not add a tree up).
+    assert "over" in rows["acme-dev"].split() and "over" not in rows["acme"].split()
+    assert 'data-project="tree"' not in r.text
+    assert 'class="tree-card over-tree"' in r.text
