@@ -549,3 +549,55 @@ def test_compare_leaves_out_what_the_import_could_not_map(tmp_path, target, caps
     assert run_cli(capsys, "--from", source, "--db", target)[0] == 0
     status = cli.main(["db", "compare", "--from", source, "--db", target])
     assert status == 0, capsys.readouterr().out
+
+
+def _build_on_server(url: str) -> None:
+    """The same Placement database as build_placement, on a MariaDB/MySQL or
+    PostgreSQL server, through SQLAlchemy."""
+    from sqlalchemy import create_engine, text
+
+    scratch = Path(__import__("tempfile").mkdtemp()) / "copy.sqlite"
+    build_placement(scratch)
+    copy = sqlite3.connect(scratch)
+    engine = create_engine(url)
+    schema = PLACEMENT_SCHEMA
+    if engine.dialect.name == "postgresql":
+        schema = schema.replace("DATETIME", "TIMESTAMP")
+    try:
+        with engine.begin() as conn:
+            for statement in schema.split(";"):
+                if statement.strip():
+                    conn.execute(text(statement))
+            for (table,) in copy.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"):
+                cursor = copy.execute(f"SELECT * FROM {table}")
+                columns = [d[0] for d in cursor.description]
+                rows = [dict(zip(columns, row)) for row in cursor]
+                if rows:
+                    conn.execute(text(
+                        f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+                        f"({', '.join(':' + c for c in columns)})"), rows)
+    finally:
+        engine.dispose()
+        copy.close()
+
+
+def test_a_placement_database_on_a_server_is_read_without_writing(backend, capsys):
+    if backend == "sqlite":
+        pytest.skip("the SQLite source is what every other test reads")
+    with fresh_url(backend) as source, fresh_url("sqlite") as target:
+        _build_on_server(source)
+        engine = importer.open_source(source)
+        try:
+            with engine.connect() as conn, pytest.raises(Exception) as caught:
+                conn.exec_driver_sql("DELETE FROM allocations")
+            assert "read" in str(caught.value).lower()
+        finally:
+            engine.dispose()
+        status, out, err = run_cli(capsys, "--from", source, "--db", target)
+        assert status == 0, err
+        counts = summary_counts(out)
+        assert counts["allocations"] == (8, 8, 0)
+        assert counts["resource_providers"] == (5, 5, 0)
+        assert cli.main(["db", "compare", "--from", source, "--db", target]) == 0
+        assert "no differences" in capsys.readouterr().out
