@@ -512,6 +512,11 @@ def full_report(results, backend: str, verdict: Verdict | None = None) -> str:
         parts.append(f"\n== Failing tests ({len(fails)}) ==")
         parts += [f"\n--- {o.test_id}" + (" [excluded]" if o.test_id in EXCLUSIONS else "")
                   + f"\n{o.message}" for _name, o in fails]
+    ran = {o.test_id for res in results for o in res.outcomes}
+    excluded = [(tid, why) for tid, why in EXCLUSIONS.items() if tid in ran]
+    if excluded:
+        parts.append("\n== Excluded (not counted) ==")
+        parts += [f"{tid}: {why}" for tid, why in excluded]
     if verdict is not None:
         problems = verdict.problems()
         parts.append("\n== Ratchet ==\n" + ("OK" if not problems else
