@@ -4,6 +4,8 @@ is answered without exhausting the stack or running one statement per
 identical group; and a search for a split that does not exist ends."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from falcon import testing
 from sqlalchemy import event
@@ -11,7 +13,6 @@ from sqlalchemy import event
 from placement_lite.app import create_app
 from placement_lite.candidates.request import MAX_REQUEST_GROUPS
 from placement_lite.config import Settings
-from tests.backends import fresh_database
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement latest",
            "content-type": "application/json", "accept": "application/json"}
@@ -152,3 +153,49 @@ def test_too_many_distinct_filters_in_a_group_is_a_400(client):
                               query_string=query)
     assert got.status_code == 400
     assert str(MAX_GROUP_TERMS) in got.json["errors"][0]["detail"]
+
+
+KEYS = ["resources", "required", "member_of", "in_tree"]
+VALUES = ["VCPU:1", "VCPU:0", "VCPU:99999999999", "DISK_GB:1,VCPU:1", "VCPU",
+          ":", "", ",", "!", "!!", "in:", "!in:", "in:,", "HW_CPU_X86_AVX2",
+          "!HW_CPU_X86_AVX2", "in:HW_CPU_X86_AVX2,HW_CPU_X86_SSE", "CUSTOM_NOPE",
+          "11111111-1111-1111-1111-111111111111", "!11111111-1111-1111-1111-111111111111",
+          "in:11111111-1111-1111-1111-111111111111,x", "\u00e9\u2603", "%00",
+          "1111111111111111111111111111111111", "none", "isolate", "_A,_B", "1"]
+
+
+def test_no_candidates_query_is_a_5xx(client):
+    # Hostile parameter names, values and microversions on both routes
+    # that speak the request-group language: never a 5xx, and every
+    # error says what is wrong. CANDIDATE_FUZZ_EXAMPLES sets the count.
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from urllib.parse import quote
+
+    root = _provider(client, "cn", {"VCPU": {"total": 8}})
+    _provider(client, "numa", {"VCPU": {"total": 4}, "DISK_GB": {"total": 9}},
+              root)
+    key = st.one_of(
+        st.builds(lambda k, s: k + s, st.sampled_from(KEYS),
+                  st.sampled_from(["", "1", "2", "_A", "_B", "0"])),
+        st.sampled_from(["group_policy", "limit", "root_required",
+                         "same_subtree"]))
+    value = st.one_of(st.sampled_from(VALUES), st.text(max_size=8))
+
+    examples = int(os.environ.get("CANDIDATE_FUZZ_EXAMPLES", 300))
+
+    @settings(max_examples=examples, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(pairs=st.lists(st.tuples(key, value), min_size=1, max_size=8),
+           version=st.sampled_from(["1.10", "1.17", "1.21", "1.25", "1.31",
+                                    "1.33", "1.36", "1.38", "latest"]))
+    def check(pairs, version):
+        query = "&".join(f"{quote(k)}={quote(v)}" for k, v in pairs)
+        for path in ("/allocation_candidates", "/resource_providers"):
+            got = client.simulate_get(
+                path, query_string=query, headers={
+                    **HEADERS, "openstack-api-version": f"placement {version}"})
+            assert got.status_code < 500, (path, query, version, got.text)
+            if got.status_code >= 400:
+                assert got.json["errors"][0]["detail"]
+
+    check()
