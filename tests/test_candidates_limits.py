@@ -199,3 +199,21 @@ def test_no_candidates_query_is_a_5xx(client):
                 assert got.json["errors"][0]["detail"]
 
     check()
+
+
+def test_a_group_nothing_can_serve_ends_the_reading_early(client, db):
+    # The first group fits no provider: the other 99 are not queried.
+    _provider(client, "cn", {"DISK_GB": {"total": 100}})
+    statements = []
+    listen = lambda *args: statements.append(args[2])  # noqa: E731
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        got = client.simulate_get(
+            "/allocation_candidates", headers=HEADERS,
+            query_string="resources0=DISK_GB:1000&" + _groups(
+                100, amount=lambda i: i + 1).replace("resources0=", "resources100="))
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    assert got.status_code == 200, got.text
+    assert got.json["allocation_requests"] == []
+    assert len(statements) < 20

@@ -328,7 +328,10 @@ class Search:
         return self._shape_key
 
     def _read_rows(self, where, facts: Facts, in_trees: bool = True,
-                   params=None) -> None:
+                   params=None) -> bool:
+        """Read the providers serving each group; False when, reading the
+        trees of a slice, some slot has none there and no sharing provider
+        either (the slice has no candidate; the rest is not read)."""
         g = self.unnumbered
         if g is not None:
             query, rc_order = self._built(
@@ -356,6 +359,10 @@ class Search:
                     pos += 1
                 if not in_trees and g.forbidden_aggs:
                     facts.agg_bad[rp] = bool(row[pos])
+            if in_trees and any(("", rc) not in facts.rows
+                                and ("", rc) not in self.shared_by_key
+                                for rc in rc_order):
+                return False
         for suffixes in self._alike_numbered():
             group = self.req.groups[suffixes[0]]
             for suffix in suffixes:
@@ -363,13 +370,16 @@ class Search:
             query = self._built(("numbered", suffixes[0]),
                                 lambda: self._numbered_select(group, where),
                                 params is not None)
-            for rp, root, uuid, parent in self.conn.execute(
-                    query, params or {}).all():
+            rows = self.conn.execute(query, params or {}).all()
+            if not rows and in_trees and suffixes[0] not in self.shared_by_key:
+                return False
+            for rp, root, uuid, parent in rows:
                 facts.uuid[rp] = uuid
                 facts.root[rp] = root
                 facts.parent[rp] = parent
                 for suffix in suffixes:
                     facts.add(suffix, rp, root)
+        return True
 
     def _alike_numbered(self) -> list:
         """The numbered groups' suffixes, those asking for the same thing
@@ -778,7 +788,8 @@ class Search:
             facts = Facts()
             self.facts_now = facts
             params = {"slice_lo": lo, "slice_hi": hi}
-            self._read_rows(where, facts, params=params)
+            if not self._read_rows(where, facts, params=params):
+                continue
             self.uuids.update(facts.uuid)
             self.roots.update(facts.root)
             self.alone |= facts.alone
