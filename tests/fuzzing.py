@@ -102,8 +102,13 @@ class Sent:
                 f" | {' '.join(parts)} --data-binary @-")
 
 
-def send(base: str, sent: Sent, timeout: float = 30.0):
-    """(status, headers, raw bytes)."""
+# One request may not take longer than this, however hostile: a caller
+# must not be able to make the server spend minutes on it.
+SLOW_SECONDS = 10.0
+
+
+def send(base: str, sent: Sent, timeout: float = 60.0):
+    """(status, headers, raw bytes); status 0 when no answer came in time."""
     req = urllib.request.Request(base + sent.path, data=sent.body,
                                  method=sent.method, headers=sent.headers)
     try:
@@ -111,6 +116,8 @@ def send(base: str, sent: Sent, timeout: float = 30.0):
             return resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as err:
         return err.code, err.headers, err.read()
+    except (TimeoutError, OSError) as exc:
+        return 0, {}, repr(exc).encode()
 
 
 def api(base: str, method: str, path: str, body=None, version="latest"):
@@ -227,6 +234,9 @@ class Drawer:
                 value = [value] if self.draw(st.booleans()) else {"a": value}
             return value
         if kind == "bigarray":
+            if self.draw(st.booleans()):
+                # Distinct items: what makes a pairwise uniqueness check slow.
+                return [{"a": i} for i in range(10000)]
             return [self.draw(st.sampled_from(
                 [1, "VCPU", self.world.providers[0], {"a": 1}]))] * 10000
         if kind == "bool":
@@ -520,6 +530,17 @@ def leaf_spots(value, path=()):
         yield path, False, value
 
 
+def array_spots(value, path=()):
+    """The path of every array in `value`."""
+    if isinstance(value, list):
+        yield path
+        for i, child in enumerate(value):
+            yield from array_spots(child, path + (i,))
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from array_spots(child, path + (key,))
+
+
 def replaced(value, path, new, is_key):
     """A deep copy of `value` with the leaf (or key) at `path` replaced."""
     value = json.loads(json.dumps(value))
@@ -679,7 +700,15 @@ def sweep_requests(base: str, world: World, operations):
                 hostile = replaced(body, spot, new, is_key)
                 yield Sent(method, path, json.dumps(hostile, allow_nan=True).encode(
                     "ascii"), headers)
-        path, body = valid_request(base, world, method, template, n + 1)
+        for index in range(len(list(array_spots(body)))):
+            n += 1
+            path, body = valid_request(base, world, method, template, n)
+            spot = list(array_spots(body))[index]
+            # 10,000 distinct items: long, and slow to check pairwise.
+            hostile = replaced(body, spot, [{"a": i} for i in range(10000)], False)
+            yield Sent(method, path, json.dumps(hostile).encode("ascii"), headers)
+        n += 1
+        path, body = valid_request(base, world, method, template, n)
         yield Sent(method, path, json.dumps(body).encode("ascii"), headers)
 
 
@@ -696,6 +725,8 @@ def strict_json(raw: bytes):
 def check_response(sent: Sent, status: int, headers, raw: bytes) -> list[str]:
     """What is wrong with one answer, as messages (empty when nothing)."""
     problems = []
+    if status == 0:
+        return [f"no answer: {raw[:200]!r}"]
     if status >= 500:
         problems.append(f"{status}: {raw[:300]!r}")
         return problems

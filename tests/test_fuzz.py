@@ -76,9 +76,13 @@ class Run:
         if write:
             digest = self.ledger.digest()
             before = self.ledger.usage_and_capacity()
+        started = time.monotonic()
         status, headers, raw = fuzzing.send(self.srv.base, sent)
+        took = time.monotonic() - started
         self.statuses[status] = self.statuses.get(status, 0) + 1
         problems = fuzzing.check_response(sent, status, headers, raw)
+        if took > fuzzing.SLOW_SECONDS:
+            problems.append(f"{status} after {took:.1f} s")
         if write and status >= 400 and self.ledger.digest() != digest:
             problems.append(f"a refused write ({status}) changed the database")
         if write and status < 400:
