@@ -361,6 +361,24 @@ def provider_query(rng, world: Builder) -> list[tuple[str, str]]:
     return params
 
 
+PROVIDER_VERSIONS = ["1.14", "1.18", "1.22", "1.32", "1.39"]
+
+
+def provider_version(rng, params) -> str:
+    """A microversion at which every parameter of a provider query is
+    allowed, picked at random from there up to the latest."""
+    need = "1.14"
+    for key, value in params:
+        if key == "required":
+            need = max(need, "1.39" if "in:" in value else "1.22" if "!" in value
+                       else "1.18", key=lambda v: int(v.split(".")[1]))
+        elif key == "member_of" and value.startswith("!"):
+            need = max(need, "1.32", key=lambda v: int(v.split(".")[1]))
+    allowed = [v for v in PROVIDER_VERSIONS
+               if int(v.split(".")[1]) >= int(need.split(".")[1])]
+    return rng.choice(allowed)
+
+
 # Comparing -----------------------------------------------------------------
 
 def as_set(value):
@@ -549,16 +567,19 @@ def test_placement_and_placement_lite_answer_alike(placement):
         assert not report.skipped, report.render()
         ours = create_app(Settings(db=db.url), db)
 
-        reads = fixed_reads(world)
+        reads = [(path, VERSION) for path in fixed_reads(world)]
         for _ in range(RANDOM_QUERIES):
-            reads.append("/allocation_candidates?" + urlencode(candidate_query(rng, world)))
+            reads.append(("/allocation_candidates?"
+                          + urlencode(candidate_query(rng, world)), VERSION))
         for _ in range(RANDOM_QUERIES // 3):
-            reads.append("/resource_providers?" + urlencode(provider_query(rng, world)))
+            params = provider_query(rng, world)
+            reads.append(("/resource_providers?" + urlencode(params),
+                          provider_version(rng, params)))
 
         differences, excuses, statuses = [], {}, {}
-        for path in reads:
-            theirs = shape(*wsgi(placement_app, "GET", path))
-            mine = shape(*wsgi(ours, "GET", path))
+        for path, version in reads:
+            theirs = shape(*wsgi(placement_app, "GET", path, version=version))
+            mine = shape(*wsgi(ours, "GET", path, version=version))
             statuses[theirs[0]] = statuses.get(theirs[0], 0) + 1
             if mine == theirs:
                 continue
@@ -566,7 +587,7 @@ def test_placement_and_placement_lite_answer_alike(placement):
             if why:
                 excuses[why] = excuses.get(why, 0) + 1
                 continue
-            differences.append(describe_difference(
+            differences.append(f"(microversion {version}) " + describe_difference(
                 path, mine, theirs, {u: p["name"] for u, p in world.providers.items()}))
         # The comparison must have compared something real: most reads
         # succeed, and candidates were found for many queries.
