@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from bench import loader, runner
+from bench import loader, matrix, runner
 from bench.client import Client
 
 
@@ -196,7 +196,12 @@ def main(argv=None):
     p.add_argument("--clients", type=int, default=10)
     p.add_argument("--per-client", type=int, default=20)
     p.add_argument("--big", type=int, default=100000)
+    matrix.add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "matrix":
+        result = matrix.matrix(args)
+        print(json.dumps(result, indent=2) if args.json else matrix.table(result))
+        return 0
     if args.command == "load":
         result = _load(args)
     elif args.command == "load-http":

@@ -126,6 +126,8 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         AuthMiddleware(settings.auth, policy,
                        default_token=settings.noauth2_default_token),
     ]
+    if db.statements is not None:
+        middleware.insert(0, _StatementsHeader(db.statements))
     app = falcon.App(middleware=middleware, router=router)
     app.req_options.keep_blank_qs_values = True
     app.req_options.auto_parse_qs_csv = False
@@ -155,3 +157,19 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         for template, resource_class in ui.ROUTES:
             app.add_route(template, resource_class(services))
     return app
+
+
+class _StatementsHeader:
+    """With statement counting on (the benchmark's setting), each response
+    says how many SQL statements its request sent."""
+
+    HEADER = "x-placement-lite-statements"
+
+    def __init__(self, counter):
+        self.counter = counter
+
+    def process_request(self, req, resp):
+        self.counter.reset()
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        resp.set_header(self.HEADER, str(self.counter.count()))

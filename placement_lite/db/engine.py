@@ -13,8 +13,10 @@ Writers go through `Database.write()` (or `run_write()` for retries):
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
@@ -55,6 +57,35 @@ def is_retryable_db_error(exc: BaseException) -> bool:
     msg = str(orig).lower() if orig is not None else ""
     return isinstance(exc, OperationalError) and (
         "database is locked" in msg or "database is busy" in msg)
+
+
+# The benchmark's and the debugger's setting: count the statements each
+# thread sends, so a request can report how many it cost. Off by default
+# (the event hook costs a little on every statement).
+COUNT_STATEMENTS_ENV = "PLACEMENT_LITE_COUNT_STATEMENTS"
+
+
+class StatementCounter:
+    """Statements sent per thread (a request runs on one thread)."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def install(self, engine: Engine) -> None:
+        @event.listens_for(engine, "before_cursor_execute")
+        def _count(conn, cursor, statement, parameters, context, executemany):
+            local = self._local
+            local.count = getattr(local, "count", 0) + 1
+
+    def reset(self) -> None:
+        self._local.count = 0
+
+    def count(self) -> int:
+        return getattr(self._local, "count", 0)
+
+
+def counting_enabled() -> bool:
+    return os.environ.get(COUNT_STATEMENTS_ENV, "").lower() in ("1", "true", "yes")
 
 
 def make_engine(url: str, pool_size: int = 10) -> Engine:
@@ -125,6 +156,10 @@ class Database:
         self.engine = make_engine(url, pool_size=pool_size)
         self.backend = self.engine.dialect.name
         self.retries = retries
+        self.statements: StatementCounter | None = None
+        if counting_enabled():
+            self.statements = StatementCounter()
+            self.statements.install(self.engine)
         self._writer = self.engine.execution_options(placement_write=True)
         # Observers (metrics) count retries without this module knowing them.
         self.on_retry: list[Callable[[BaseException], None]] = []

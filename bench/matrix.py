@@ -1,0 +1,528 @@
+"""`python -m bench matrix`: every workload of issue 13 on one backend,
+as a table; with `--compare REF` the same workloads against a second
+commit (a git worktree) or server, alternately in one run, with ratios.
+
+Each side gets its own fresh database (SQLite file, MariaDB or PostgreSQL
+database), migrated and loaded by its own code (bench/worlds.py run with
+that side's tree on PYTHONPATH), and its own server
+(`placement-lite serve --workers W --threads T`) started with
+PLACEMENT_LITE_COUNT_STATEMENTS=1, so every response says how many SQL
+statements it cost (a side without the header shows "-").
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid as uuidlib
+from concurrent.futures import ProcessPoolExecutor
+from urllib.parse import urlencode
+
+from bench.client import Client
+from bench import runner
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+STATEMENTS = "x-placement-lite-statements"
+SERVERS = {"mysql": "mysql+pymysql://root@127.0.0.1:3306/",
+           "mysqldb": "mysql+mysqldb://root@127.0.0.1:3306/",
+           "postgresql": "postgresql://root@127.0.0.1:5432/"}
+
+FLAT_Q = {"resources": "VCPU:1,DISK_GB:10,MEMORY_MB:256",
+          "member_of": "b0a5e1a8-1d1c-4c55-9f5a-0c1d0e7e0a01",
+          "required": "HW_CPU_X86_AVX2"}
+NESTED_Q = {"resources": "DISK_GB:10", "required": "COMPUTE_VOLUME_MULTI_ATTACH",
+            "resources_COMPUTE": "VCPU:1,MEMORY_MB:256",
+            "required_COMPUTE": "CUSTOM_FOO", "resources_FPGA": "FPGA:1",
+            "group_policy": "none", "same_subtree": "_COMPUTE,_FPGA"}
+
+
+def ac(query, limit=None):
+    q = dict(query)
+    if limit:
+        q["limit"] = str(limit)
+    return "/allocation_candidates?" + urlencode(q)
+
+
+# ---------------------------------------------------------------- sides
+def _fresh_db(db: str, workdir: str, tag: str) -> str:
+    if db == "sqlite":
+        return f"sqlite:///{os.path.join(workdir, tag + '.sqlite')}"
+    from sqlalchemy import create_engine, text
+    base = SERVERS[db]
+    name = f"plbench_{tag}_{uuidlib.uuid4().hex[:8]}"
+    admin = base + ("postgres" if db == "postgresql" else "")
+    eng = create_engine(admin, isolation_level="AUTOCOMMIT")
+    with eng.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    eng.dispose()
+    return base + name
+
+
+def _drop_db(url: str) -> None:
+    if url.startswith("sqlite"):
+        return
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    parsed = make_url(url)
+    admin = parsed.set(database="postgres" if parsed.get_backend_name() ==
+                       "postgresql" else "")
+    eng = create_engine(admin, isolation_level="AUTOCOMMIT")
+    with eng.connect() as conn:
+        if parsed.get_backend_name() == "postgresql":
+            conn.execute(text(f"DROP DATABASE IF EXISTS {parsed.database} WITH (FORCE)"))
+        else:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {parsed.database}"))
+    eng.dispose()
+
+
+class Side:
+    """One tree of code, its database and its server."""
+
+    def __init__(self, label, tree, db, workdir, port, workers, threads, sizes):
+        self.label, self.tree = label, tree
+        self.env = dict(os.environ, PYTHONPATH=tree,
+                        PLACEMENT_LITE_COUNT_STATEMENTS="1")
+        self.url = _fresh_db(db, workdir, label)
+        self.load_seconds = {}
+        self.race_rounds = 0
+        for shape, count in sizes:
+            began = time.monotonic()
+            subprocess.run([sys.executable, os.path.join(HERE, "worlds.py"),
+                            self.url, shape, str(count)], env=self.env, check=True,
+                           cwd=tree)
+            self.load_seconds[f"{shape}_{count}"] = round(time.monotonic() - began, 1)
+        self.http = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "placement_lite.cli", "serve", "--db", self.url,
+             "--port", str(port), "--workers", str(workers), "--threads", str(threads),
+             "--log-level", "WARNING"], env=self.env, cwd=tree,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if Client(self.http).get("/healthcheck")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.3)
+        else:
+            self.stop()
+            raise RuntimeError(f"{label}: the server did not start")
+        time.sleep(1.0)  # let every worker come up
+
+    def pids(self):
+        found = [self.proc.pid]
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as fh:
+                found += [int(p) for p in fh.read().split()]
+        except OSError:
+            pass
+        return found
+
+    def cpu(self):
+        return runner.cpu_seconds(self.pids())
+
+    def rss_mb(self):
+        """Resident memory of each worker process (the supervisor apart
+        when there are workers)."""
+        pids = self.pids()
+        pids = pids[1:] or pids
+        out = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/status") as fh:
+                    for line in fh:
+                        if line.startswith("VmRSS:"):
+                            out.append(round(int(line.split()[1]) / 1024, 1))
+            except OSError:
+                pass
+        return max(out) if out else None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        _drop_db(self.url)
+
+
+# ------------------------------------------------------------ workloads
+def _get(client, path):
+    began = time.perf_counter()
+    client.conn = client.conn
+    status, raw, headers = _raw(client, "GET", path)
+    elapsed = time.perf_counter() - began
+    if status != 200:
+        raise RuntimeError(f"GET {path} answered {status}: {raw[:300]!r}")
+    return elapsed, headers.get(STATEMENTS)
+
+
+def _raw(client, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    if client.conn is None:
+        client._connect()
+    client.conn.request(method, client.prefix + path, body=data, headers=client.headers)
+    resp = client.conn.getresponse()
+    raw = resp.read()
+    return resp.status, raw, {k.lower(): v for k, v in resp.getheaders()}
+
+
+def latency(side, path, runs):
+    """Median wall ms, server CPU ms per request, statements per request."""
+    client = Client(side.http)
+    _get(client, path)
+    times, stmts = [], []
+    cpu0 = side.cpu()
+    for _ in range(runs):
+        elapsed, n = _get(client, path)
+        times.append(elapsed)
+        if n is not None:
+            stmts.append(int(n))
+    cpu = side.cpu() - cpu0
+    return {"ms": times, "cpu_ms": 1000 * cpu / runs,
+            "stmts": statistics.median(stmts) if stmts else None}
+
+
+def _tput_client(url, path, stop_at):
+    client = Client(url)
+    done = 0
+    while time.time() < stop_at:
+        status, _ = client.raw("GET", path)
+        done += status == 200
+    return done
+
+
+def throughput(side, path, clients, seconds):
+    cpu0 = side.cpu()
+    began = time.time()
+    with ProcessPoolExecutor(max_workers=clients) as pool:
+        done = sum(pool.map(_tput_client, [side.http] * clients, [path] * clients,
+                            [began + seconds] * clients))
+    wall = time.time() - began
+    cpu = side.cpu() - cpu0
+    return {"rps": done / wall, "cpu_ms": 1000 * cpu / max(done, 1)}
+
+
+def _claim_body(rp, project, user, amount=1):
+    return {"allocations": {rp: {"resources": {"VCPU": amount}}},
+            "project_id": project, "user_id": user,
+            "consumer_generation": None, "consumer_type": "INSTANCE"}
+
+
+def claims(side, rps, clients, attempts, amount, racing):
+    """PUT /allocations of new consumers, `clients` threads. Racing: all
+    of them on the same providers until capacity runs out, then the
+    granted units must equal capacity exactly. Uncontended: each client
+    on a provider of its own."""
+    project, user = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    granted, refused, errors, stmts = [0], [0], [0], []
+    lock = threading.Lock()
+
+    def work(i):
+        client = Client(side.http)
+        for k in range(attempts):
+            rp = random.choice(rps) if racing else rps[i % len(rps)]
+            status, raw, headers = _raw(client, "PUT", f"/allocations/{uuidlib.uuid4()}",
+                                        _claim_body(rp, project, user, amount))
+            with lock:
+                if status == 204:
+                    granted[0] += 1
+                elif status == 409:
+                    refused[0] += 1
+                else:
+                    errors[0] += 1
+                if headers.get(STATEMENTS) and status == 204:
+                    stmts.append(int(headers[STATEMENTS]))
+    cpu0 = side.cpu()
+    began = time.monotonic()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.monotonic() - began
+    cpu = side.cpu() - cpu0
+    decided = granted[0] + refused[0]
+    out = {"per_s": decided / wall, "granted": granted[0], "refused": refused[0],
+           "errors": errors[0], "cpu_ms": 1000 * cpu / max(decided, 1),
+           "stmts": statistics.median(stmts) if stmts else None}
+    if racing:
+        # 50 VCPU per provider; every unit must be granted, none over.
+        client = Client(side.http)
+        used = 0
+        for rp in rps:
+            _, body = client.get(f"/resource_providers/{rp}/usages")
+            used += body["usages"].get("VCPU", 0)
+        out["exact"] = used == 50 * len(rps) and granted[0] * amount == used
+    return out
+
+
+def load_http(side, count, threads):
+    """The perfload loader's writes: create, inventory, trait, aggregate
+    per provider, `threads` loaders at once."""
+    stmts = []
+    lock = threading.Lock()
+    agg = "b0a5e1a8-1d1c-4c55-9f5a-0c1d0e7e0a02"
+
+    def work(i):
+        client = Client(side.http)
+        for k in range(i, count, threads):
+            rp = str(uuidlib.uuid4())
+            calls = [("POST", "/resource_providers", {"name": f"load-{rp}", "uuid": rp}),
+                     ("PUT", f"/resource_providers/{rp}/inventories", {
+                         "resource_provider_generation": 0, "inventories": {
+                             "VCPU": {"total": 32}, "MEMORY_MB": {"total": 8192},
+                             "DISK_GB": {"total": 8192}}}),
+                     ("PUT", f"/resource_providers/{rp}/traits", {
+                         "resource_provider_generation": 1,
+                         "traits": ["HW_CPU_X86_AVX2", "STORAGE_DISK_SSD"]}),
+                     ("PUT", f"/resource_providers/{rp}/aggregates", {
+                         "resource_provider_generation": 2, "aggregates": [agg]})]
+            total = 0
+            for method, path, body in calls:
+                status, raw, headers = _raw(client, method, path, body)
+                if status >= 300:
+                    raise RuntimeError(f"{method} {path}: {status} {raw[:200]!r}")
+                total += int(headers.get(STATEMENTS) or 0)
+            with lock:
+                stmts.append(total)
+    cpu0 = side.cpu()
+    began = time.monotonic()
+    ths = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    wall = time.monotonic() - began
+    return {"per_s": count / wall, "cpu_ms": 1000 * (side.cpu() - cpu0) / count,
+            "stmts": statistics.median(stmts) if stmts and any(stmts) else None}
+
+
+# --------------------------------------------------------------- driver
+def workloads(args):
+    from bench.worlds import usage_project
+    r, s = args.runs, args.seconds
+    wl = [
+        ("flat 1k, full", "lat", ac(FLAT_Q), r),
+        ("flat 1k, limit=5", "lat", ac(FLAT_Q, 5), r),
+        ("flat 1k full, c=10", "tput", ac(FLAT_Q), s),
+        ("flat 1k limit=10, c=10", "tput", ac(FLAT_Q, 10), s),
+        ("nested 1k, full", "lat", ac(NESTED_Q), max(3, r // 2)),
+        ("nested 1k full, c=10", "tput", ac(NESTED_Q), s),
+        ("flat 10k, limit=1000", "lat", ac(FLAT_Q, 1000), r),
+    ]
+    if args.big:
+        wl.append((f"flat {args.big // 1000}k, limit=1000", "lat", ac(FLAT_Q, 1000), r))
+    wl += [
+        ("GET /usages, 1,000 consumers", "lat",
+         "/usages?" + urlencode({"project_id": usage_project(1000)}), r * 2),
+        (f"GET /usages, {args.usages // 1000}k consumers", "lat",
+         "/usages?" + urlencode({"project_id": usage_project(args.usages)}), r),
+        ("racing claims, 20 clients", "race", None, None),
+        ("uncontended claims, 10 clients", "claims", None, None),
+        ("load, providers/s", "load", None, None),
+    ]
+    if args.only:
+        keep = [w.strip() for w in args.only.split(",")]
+        wl = [w for w in wl if any(k in w[0] for k in keep)]
+    return wl
+
+
+def _sizes(args, wl):
+    """Worlds the chosen workloads need. The flat world's 1k providers are
+    the first of the 10k, so `flat 1k` queries use a world of 1k in a
+    database of its own... kept simple: flat 1k, nested 1k, then big flat
+    worlds go to separate sides' databases only when asked."""
+    names = " ".join(w[0] for w in wl)
+    sizes = []
+    if "flat 1k" in names:
+        sizes.append(("flat", 1000))
+    if "nested" in names:
+        sizes.append(("nested", 1000))
+    if "usages" in names:
+        sizes += [("usages", 1000), ("usages", args.usages)]
+    if "claims" in names:
+        sizes.append(("race", 10 * args.rounds_writes))
+        if ("usages", 1000) not in sizes:
+            sizes.append(("usages", 1000))
+    return sizes
+
+
+def run_one(side, kind, path, n, args):
+    if kind == "lat":
+        return latency(side, path, n)
+    if kind == "tput":
+        return throughput(side, path, args.clients, n)
+    from bench.worlds import uid
+    if kind == "race":
+        # 10 fresh providers x 50 units per round, claims of 5: 100 fit;
+        # 20 clients x 8 attempts ask for 160.
+        first = 10 * side.race_rounds
+        side.race_rounds += 1
+        return claims(side, [uid(f"race-{i}") for i in range(first, first + 10)],
+                      20, 8, 5, racing=True)
+    if kind == "claims":
+        return claims(side, [uid(f"usage-1000-rp-{i}") for i in range(10)],
+                      10, args.claims, 1, racing=False)
+    if kind == "load":
+        return load_http(side, args.load, args.threads)
+    raise ValueError(kind)
+
+
+def _merge(results):
+    """Per-side rounds folded into one row of figures."""
+    if "ms" in results[0]:
+        ms = [x for r in results for x in r["ms"]]
+        stmts = [r["stmts"] for r in results if r["stmts"] is not None]
+        return {"median": 1000 * statistics.median(ms),
+                "cpu_ms": statistics.median(r["cpu_ms"] for r in results),
+                "stmts": stmts[0] if stmts else None, "unit": "ms"}
+    key = "rps" if "rps" in results[0] else "per_s"
+    out = {"median": statistics.median(r[key] for r in results),
+           "cpu_ms": statistics.median(r["cpu_ms"] for r in results),
+           "stmts": next((r.get("stmts") for r in results if r.get("stmts")), None),
+           "unit": "/s"}
+    if "exact" in results[0]:
+        out["exact"] = all(r["exact"] for r in results)
+        out["granted"] = [r["granted"] for r in results]
+    return out
+
+
+def _big_side(label, tree, args, workdir, port, count):
+    return Side(label, tree, args.db, workdir, port, args.workers, args.threads,
+                [("flat", count)])
+
+
+def matrix(args):
+    workdir = tempfile.mkdtemp(prefix="pl-matrix-", dir=args.workdir)
+    trees = [("new", REPO)]
+    worktree = None
+    if args.compare:
+        worktree = os.path.join(workdir, "base")
+        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", worktree,
+                        args.compare], check=True, capture_output=True)
+        trees.insert(0, ("base", worktree))
+    wl = workloads(args)
+    rows = {}
+    started = time.time()
+    port = args.port
+    try:
+        groups = [(None, [w for w in wl if not w[0].startswith("flat 10")
+                          and not w[0].startswith(f"flat {args.big // 1000}k")])]
+        if any(w[0].startswith("flat 10k") for w in wl):
+            groups.append((10000, [w for w in wl if w[0].startswith("flat 10k")]))
+        if args.big and any(w[0].startswith(f"flat {args.big // 1000}k") for w in wl):
+            groups.append((args.big, [w for w in wl
+                                      if w[0].startswith(f"flat {args.big // 1000}k")]))
+        for big, items in groups:
+            if not items:
+                continue
+            sides = []
+            try:
+                for label, tree in trees:
+                    port += 1
+                    sizes = [("flat", big)] if big else _sizes(args, items)
+                    sides.append(Side(label, tree, args.db, workdir, port,
+                                      args.workers, args.threads, sizes))
+                    print(f"# {label}: loaded {sides[-1].load_seconds}", file=sys.stderr)
+                for name, kind, path, n in items:
+                    per = {s.label: [] for s in sides}
+                    rounds = args.rounds if kind in ("lat", "tput") else args.rounds_writes
+                    for rnd in range(rounds):
+                        order = sides if rnd % 2 == 0 else sides[::-1]
+                        for side in order:
+                            per[side.label].append(run_one(
+                                side, kind, path,
+                                (n / rounds if kind == "tput" else max(2, n // rounds))
+                                if n else None, args))
+                    rows[name] = {label: _merge(res) for label, res in per.items()}
+                    print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
+                for side in sides:
+                    rows.setdefault("RSS per worker process", {})[side.label] = {
+                        "median": side.rss_mb(), "unit": "MiB", "cpu_ms": None,
+                        "stmts": None}
+            finally:
+                for side in sides:
+                    side.stop()
+    finally:
+        if worktree:
+            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force",
+                            worktree], capture_output=True)
+    return {"db": args.db, "workers": args.workers, "threads": args.threads,
+            "compare": args.compare, "minutes": round((time.time() - started) / 60, 1),
+            "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows}
+
+
+def _fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        v = f"{v:.1f}" if v >= 10 or unit == "/s" else f"{v:.2f}"
+    return f"{v}{(' ' + unit) if unit else ''}"
+
+
+def table(result) -> str:
+    rows = result["rows"]
+    labels = sorted({lab for r in rows.values() for lab in r},
+                    key=lambda x: x != "base")
+    head = ["figure"]
+    for lab in labels:
+        head += [f"{lab}", f"{lab} CPU/req", f"{lab} stmts/req"]
+    if len(labels) == 2:
+        head.append("ratio")
+    lines = [f"{result['db']}, {result['workers']} workers x {result['threads']} "
+             f"threads, load average {result['load_average']}",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, per in rows.items():
+        cells = [name]
+        for lab in labels:
+            fig = per.get(lab, {})
+            extra = " exact" if fig.get("exact") else (
+                " NOT EXACT" if fig.get("exact") is False else "")
+            cells += [_fmt(fig.get("median"), fig.get("unit", "")) + extra,
+                      _fmt(fig.get("cpu_ms"), "ms"), _fmt(fig.get("stmts"))]
+        if len(labels) == 2:
+            a, b = (per.get(lab, {}).get("median") for lab in labels)
+            if a and b:
+                better = a / b if per[labels[0]]["unit"] in ("ms", "MiB") else b / a
+                cells.append(f"{better:.2f}x")
+            else:
+                cells.append("-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def add_parser(sub):
+    p = sub.add_parser("matrix", help="issue 13's workloads on one backend, "
+                       "optionally against another commit, alternately")
+    p.add_argument("--db", choices=["sqlite", "mysql", "mysqldb", "postgresql"],
+                   default="sqlite")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--compare", help="a commit to run alternately against this tree")
+    p.add_argument("--runs", type=int, default=20, help="requests per latency figure")
+    p.add_argument("--seconds", type=float, default=6, help="per throughput figure")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="alternating rounds per read figure")
+    p.add_argument("--rounds-writes", type=int, default=2)
+    p.add_argument("--clients", type=int, default=10)
+    p.add_argument("--claims", type=int, default=30, help="uncontended claims per client")
+    p.add_argument("--load", type=int, default=200, help="providers loaded over HTTP")
+    p.add_argument("--usages", type=int, default=100000)
+    p.add_argument("--big", type=int, default=0, help="also flat BIG (e.g. 100000)")
+    p.add_argument("--only", help="comma-separated name fragments of workloads")
+    p.add_argument("--port", type=int, default=18900)
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--json", action="store_true", help="print JSON, not the table")
+    return p

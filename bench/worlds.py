@@ -1,0 +1,165 @@
+"""The perfload worlds for `python -m bench matrix`, bulk-loaded.
+
+Run as a script (`python bench/worlds.py URL SHAPE COUNT`) so the
+`placement_lite` it imports is the one on PYTHONPATH: in comparison mode
+each side's database is migrated and loaded by that side's own code.
+
+Shapes (Placement's gate/perfload-* jobs):
+- flat: COUNT providers, VCPU 32 / MEMORY_MB 8192 / DISK_GB 8192, every
+  one with HW_CPU_X86_AVX2 and in the aggregate, so the perfload query
+  answers COUNT candidates;
+- nested: COUNT trees of 7 providers: a root with DISK_GB and
+  COMPUTE_VOLUME_MULTI_ATTACH, two NUMA nodes with VCPU and MEMORY_MB (the
+  first with CUSTOM_FOO), an FPGA below the first and two below the
+  second, a PGPU below the first: one candidate per tree for the perfload
+  nested query;
+- race: COUNT providers with VCPU 50 (ratio 1) for the claims workloads;
+- usages: COUNT consumers of one project (uuid5 of the count), each with
+  VCPU 1 and MEMORY_MB 256 on the `race` providers' neighbours.
+Provider and project ids are uuid5 of their names, so the benchmark knows
+them without asking.
+"""
+from __future__ import annotations
+
+import sys
+import uuid as uuidlib
+
+from sqlalchemy import func, insert, select
+
+NS = uuidlib.UUID("6d2c3f1e-5b7a-4c1e-9a0d-1f2e3d4c5b6a")
+AGGREGATE = "b0a5e1a8-1d1c-4c55-9f5a-0c1d0e7e0a01"
+BATCH = 2000
+
+
+def uid(name: str) -> str:
+    return str(uuidlib.uuid5(NS, name))
+
+
+def usage_project(count: int) -> str:
+    return uid(f"usage-project-{count}")
+
+
+def _open(url):
+    from placement_lite.db import migrate
+    from placement_lite.db.engine import Database
+    from placement_lite.ledger import standards
+    db = Database(url)
+    migrate.upgrade(db.engine)
+    standards.sync(db)
+    return db
+
+
+class _Bulk:
+    def __init__(self, conn, t):
+        self.conn, self.t = conn, t
+        self.rc = dict(conn.execute(select(t.resource_classes.c.name,
+                                           t.resource_classes.c.id)).all())
+        self.traits = dict(conn.execute(select(t.traits.c.name, t.traits.c.id)).all())
+        if "CUSTOM_FOO" not in self.traits:
+            self.traits["CUSTOM_FOO"] = conn.execute(insert(t.traits).values(
+                name="CUSTOM_FOO")).inserted_primary_key[0]
+        self.next_id = (conn.execute(select(func.max(t.resource_providers.c.id)))
+                        .scalar() or 0) + 1
+        agg = conn.execute(select(t.placement_aggregates.c.id).where(
+            t.placement_aggregates.c.uuid == AGGREGATE)).scalar()
+        if agg is None:
+            agg = conn.execute(insert(t.placement_aggregates).values(
+                uuid=AGGREGATE)).inserted_primary_key[0]
+        self.agg = agg
+        self.rps, self.invs, self.rpt, self.rpa = [], [], [], []
+
+    def provider(self, name, parent=None, root=None, inventory=(), traits=(),
+                 aggregate=False):
+        pid = self.next_id
+        self.next_id += 1
+        self.rps.append(dict(id=pid, uuid=uid(name), name=name, generation=1,
+                             parent_provider_id=parent, root_provider_id=root or pid))
+        for rc, total in dict(inventory).items():
+            self.invs.append(dict(resource_provider_id=pid, resource_class_id=self.rc[rc],
+                                  total=total, reserved=0, min_unit=1, max_unit=total,
+                                  step_size=1, allocation_ratio=1.0))
+        self.rpt += [dict(resource_provider_id=pid, trait_id=self.traits[x])
+                     for x in traits]
+        if aggregate:
+            self.rpa.append(dict(resource_provider_id=pid, aggregate_id=self.agg))
+        if len(self.rps) >= BATCH:
+            self.flush()
+        return pid
+
+    def flush(self):
+        t = self.t
+        for table, rows in ((t.resource_providers, self.rps), (t.inventories, self.invs),
+                            (t.resource_provider_traits, self.rpt),
+                            (t.resource_provider_aggregates, self.rpa)):
+            if rows:
+                self.conn.execute(insert(table), rows)
+                rows.clear()
+
+
+FLAT = {"VCPU": 32, "MEMORY_MB": 8192, "DISK_GB": 8192}
+
+
+def load(url: str, shape: str, count: int) -> None:
+    from placement_lite.db import tables as t
+    db = _open(url)
+    with db.write() as conn:
+        bulk = _Bulk(conn, t)
+        if shape == "flat":
+            for i in range(count):
+                bulk.provider(f"cn-{i}", inventory=FLAT,
+                              traits=["HW_CPU_X86_AVX2"], aggregate=True)
+        elif shape == "nested":
+            for i in range(count):
+                root = bulk.provider(f"tree-{i}", inventory={"DISK_GB": 8192},
+                                     traits=["COMPUTE_VOLUME_MULTI_ATTACH"])
+                numa = [bulk.provider(f"tree-{i}-numa{n}", root, root,
+                                      {"VCPU": 16, "MEMORY_MB": 4096},
+                                      ["HW_NUMA_ROOT"] + (["CUSTOM_FOO"] if n == 0 else []))
+                        for n in range(2)]
+                bulk.provider(f"tree-{i}-fpga0", numa[0], root, {"FPGA": 1})
+                bulk.provider(f"tree-{i}-fpga1", numa[1], root, {"FPGA": 1})
+                bulk.provider(f"tree-{i}-fpga2", numa[1], root, {"FPGA": 1})
+                bulk.provider(f"tree-{i}-pgpu0", numa[0], root, {"PGPU": 1})
+        elif shape == "race":
+            for i in range(count):
+                bulk.provider(f"race-{i}", inventory={"VCPU": 50})
+        elif shape == "usages":
+            bulk.flush()
+            _usages(conn, t, bulk, count)
+        bulk.flush()
+        if db.backend == "postgresql":
+            # Explicit ids do not move PostgreSQL's sequences; the API's
+            # inserts afterwards must not collide with the loaded rows.
+            for table in ("resource_providers", "consumers"):
+                conn.exec_driver_sql(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"(SELECT coalesce(max(id), 0) + 1 FROM {table}), false)")
+    db.dispose()
+
+
+def _usages(conn, t, bulk, count):
+    """COUNT consumers of one project, two allocations each, on 100
+    providers of their own."""
+    rps = [bulk.provider(f"usage-{count}-rp-{i}",
+                         inventory={"VCPU": 10 ** 7, "MEMORY_MB": 10 ** 9})
+           for i in range(100)]
+    bulk.flush()
+    project = conn.execute(insert(t.projects).values(
+        external_id=usage_project(count))).inserted_primary_key[0]
+    user = conn.execute(insert(t.users).values(
+        external_id=uid(f"usage-user-{count}"))).inserted_primary_key[0]
+    first = (conn.execute(select(func.max(t.consumers.c.id))).scalar() or 0) + 1
+    vcpu, mem = bulk.rc["VCPU"], bulk.rc["MEMORY_MB"]
+    for start in range(0, count, BATCH):
+        ids = range(first + start, first + min(start + BATCH, count))
+        conn.execute(insert(t.consumers), [
+            dict(id=c, uuid=uid(f"usage-{count}-consumer-{c}"), project_id=project,
+                 user_id=user, generation=1) for c in ids])
+        conn.execute(insert(t.allocations), [
+            dict(resource_provider_id=rps[c % 100], consumer_id=c,
+                 resource_class_id=rc, used=used)
+            for c in ids for rc, used in ((vcpu, 1), (mem, 256))])
+
+
+if __name__ == "__main__":
+    load(sys.argv[1], sys.argv[2], int(sys.argv[3]))
