@@ -134,6 +134,19 @@ def load(url: str, shape: str, count: int) -> None:
                 conn.exec_driver_sql(
                     f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                     f"(SELECT coalesce(max(id), 0) + 1 FROM {table}), false)")
+    # Fresh statistics, as autovacuum / InnoDB's background statistics
+    # would have them in a deployment: PostgreSQL's planner needs them
+    # (and the visibility map) to choose index-only scans.
+    if db.backend == "postgresql":
+        with db.engine.connect().execution_options(
+                isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
+    elif db.backend == "mysql":
+        with db.engine.connect() as conn:
+            for table in ("resource_providers", "inventories", "consumers",
+                          "allocations", "resource_provider_traits",
+                          "resource_provider_aggregates"):
+                conn.exec_driver_sql(f"ANALYZE TABLE {table}").all()
     db.dispose()
 
 

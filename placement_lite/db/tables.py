@@ -162,7 +162,10 @@ allocations = Table(
     # Capacity checks sum `used` per (provider, class) without a table visit.
     Index("ix_allocations_rp_rc_used", "resource_provider_id",
           "resource_class_id", "used"),
-    Index("ix_allocations_consumer", "consumer_id"),
+    # Project usage sums a project's consumers' allocations from this
+    # index alone (migration 0004).
+    Index("ix_allocations_consumer_rc_used", "consumer_id", "resource_class_id",
+          "used"),
     Index("ix_allocations_rc", "resource_class_id"),
 )
 

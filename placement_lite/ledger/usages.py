@@ -37,27 +37,48 @@ def for_provider(conn: Connection, rp_uuid: str):
         provider.created_at, provider.updated_at]
 
 
-def _scope(query, project_id: str, user_id: Optional[str]):
-    c = t.consumers
-    query = query.where(c.c.project_id == select(t.projects.c.id).where(
-        t.projects.c.external_id == project_id).scalar_subquery())
+def _ids(conn: Connection, project_id: str, user_id: Optional[str]):
+    """The project's (and user's) row ids, or None when either is unknown
+    (no consumer can match). The ids are read first and bound as
+    values: PostgreSQL plans `project_id = <value>` from the column's
+    statistics (an index walk for a small project, a scan for a huge one),
+    while `= (subquery)` gets a blind guess that chose a full scan of
+    allocations even for a project of 1,000 consumers among 100,000."""
+    p, u = t.projects, t.users
+    cols = [select(p.c.id).where(p.c.external_id == project_id).scalar_subquery()]
     if user_id is not None:
-        query = query.where(c.c.user_id == select(t.users.c.id).where(
-            t.users.c.external_id == user_id).scalar_subquery())
+        cols.append(select(u.c.id).where(u.c.external_id == user_id).scalar_subquery())
+    ids = conn.execute(select(*cols)).one()
+    return None if any(i is None for i in ids) else tuple(ids)
+
+
+def _scope(query, ids):
+    c = t.consumers
+    query = query.where(c.c.project_id == ids[0])
+    if len(ids) > 1:
+        query = query.where(c.c.user_id == ids[1])
     return query
 
 
 def for_project(conn: Connection, project_id: str,
                 user_id: Optional[str] = None) -> dict[str, int]:
     """{class: sum of used} over every allocation of the project's (and
-    user's) consumers."""
+    user's) consumers.
+
+    Grouped by class id straight from the allocations index
+    (consumer_id, resource_class_id, used): joining each allocation to its
+    class name and grouping by a string cost a third more on MariaDB at
+    100,000 consumers; the few sums are named in the same statement."""
     c, a, rc = t.consumers, t.allocations, t.resource_classes
-    query = (select(rc.c.name, func.sum(a.c.used))
+    query = (select(a.c.resource_class_id.label("rc"), func.sum(a.c.used).label("n"))
              .select_from(c)
              .join(a, a.c.consumer_id == c.c.id)
-             .join(rc, rc.c.id == a.c.resource_class_id)
-             .group_by(rc.c.name))
-    rows = conn.execute(_scope(query, project_id, user_id))
+             .group_by(a.c.resource_class_id))
+    ids = _ids(conn, project_id, user_id)
+    if ids is None:
+        return {}
+    sums = _scope(query, ids).subquery()
+    rows = conn.execute(select(rc.c.name, sums.c.n).join(sums, sums.c.rc == rc.c.id))
     return {name: int(n) for name, n in rows}
 
 
@@ -69,8 +90,8 @@ def for_project_by_type(conn: Connection, project_id: str,
 
     Without a type every stored type is its own group; `all` folds every
     consumer into one group; `unknown` selects consumers without a type.
-    One statement: the per-class sums and the per-type consumer counts are
-    two branches of a UNION ALL.
+    The per-class sums and the per-type consumer counts are two branches
+    of a UNION ALL, read in one statement after the ids (see _ids).
     """
     c, a, rc, ct = (t.consumers, t.allocations, t.resource_classes,
                     t.consumer_types)
@@ -86,19 +107,25 @@ def for_project_by_type(conn: Connection, project_id: str,
             query = query.where(c.c.consumer_type_id.is_(None))
         elif consumer_type not in (None, ALL_TYPES):
             query = query.where(ct.c.name == consumer_type)
-        return _scope(query, project_id, user_id)
+        return _scope(query, ids)
 
+    ids = _ids(conn, project_id, user_id)
+    if ids is None:
+        return {}
     grp = ct.c.name if group else null()
-    sums = (base(grp.label("grp"), rc.c.name.label("rc"),
+    # Grouped by class id, named by the outer join (as in for_project).
+    sums = (base(grp.label("grp"), a.c.resource_class_id.label("rc"),
                  func.sum(a.c.used).label("n"))
-            .join(rc, rc.c.id == a.c.resource_class_id)
-            .group_by(*group, rc.c.name))
+            .group_by(*group, a.c.resource_class_id))
     counts = base(grp.label("grp"), null().label("rc"),
                   func.count(func.distinct(c.c.id)).label("n"))
     if group:
         counts = counts.group_by(*group)
+    both = union_all(sums, counts).subquery()
+    rows = conn.execute(select(both.c.grp, rc.c.name, both.c.n)
+                        .outerjoin(rc, rc.c.id == both.c.rc))
     result: dict[str, dict[str, int]] = {}
-    for name, rc_name, n in conn.execute(union_all(sums, counts)):
+    for name, rc_name, n in rows:
         if not n:
             continue
         key = ALL_TYPES if not group else (name or UNKNOWN_TYPE)
