@@ -229,3 +229,28 @@ def test_a_claim_uses_one_connection(db, model):
         # B's 5 already fill the tree's 5 (A's default).
         assert (len(granted), len(refused)) == (0, 8)
         assert _usage(db) == {"B": 5}
+
+
+def test_a_trees_first_lock_creates_its_row_without_a_savepoint(db):
+    """On MariaDB, claims racing to create a tree's lock row can deadlock,
+    and a deadlock rolls back the whole transaction, savepoint included:
+    an insert tried inside a savepoint then fails as 'SAVEPOINT does not
+    exist', which no retry recognises. The lock is one statement that
+    creates or bumps the row, so the deadlock stays retryable."""
+    with db.write() as conn:
+        root = projects.create(conn, external_id="R", name="R").id
+    statements = []
+
+    def seen(_conn, _cursor, statement, *_args):
+        statements.append(statement.upper())
+
+    event.listen(db.engine, "before_cursor_execute", seen)
+    try:
+        for _ in range(2):
+            db.run_write(lambda conn: projects.lock_trees(conn, [root]))
+    finally:
+        event.remove(db.engine, "before_cursor_execute", seen)
+    assert not [s for s in statements if "SAVEPOINT" in s], statements
+    with db.read() as conn:
+        assert conn.scalar(select(t.quota_tree_locks.c.generation).where(
+            t.quota_tree_locks.c.root_id == root)) == 2

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from sqlalchemy import delete, exists, insert, or_, select, update
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -248,22 +249,28 @@ def delete_project(conn: Connection, project: Project) -> None:
 def lock_trees(conn: Connection, root_ids: Iterable[int]) -> None:
     """Serialise quota decisions per tree: take each tree's lock row.
 
-    The UPDATE takes a row lock on MariaDB and PostgreSQL that is held to
+    The write takes a row lock on MariaDB and PostgreSQL that is held to
     commit, so a second claim in the same tree waits here and, under READ
     COMMITTED, reads usage only after the first one has committed. Trees
     are locked in root id order so two multi-tree claims cannot deadlock.
     SQLite writers are already serialised by BEGIN IMMEDIATE.
+
+    One upsert per tree, which creates the row on a tree's first decision:
+    an INSERT that may fail inside a savepoint would not do on MariaDB,
+    where claims racing to create the same row can deadlock, and the
+    deadlock rolls back the whole transaction, savepoint included, so
+    the error left to report is the savepoint's, not a retryable one.
     """
-    L = t.quota_tree_locks
     for root_id in sorted(set(root_ids)):
-        bump = update(L).where(L.c.root_id == root_id).values(
-            generation=L.c.generation + 1)
-        if conn.execute(bump).rowcount:
-            continue
-        try:
-            with conn.begin_nested():
-                conn.execute(insert(L).values(root_id=root_id, generation=1))
-        except IntegrityError:
-            # A concurrent first claim created the row and committed (the
-            # insert waited for it); now queue on its lock like everyone.
-            conn.execute(bump)
+        conn.execute(_bump_or_create(conn.dialect.name, root_id))
+
+
+def _bump_or_create(dialect: str, root_id: int):
+    L = t.quota_tree_locks
+    bumped = {"generation": L.c.generation + 1}
+    if dialect == "mysql":
+        return (mysql.insert(L).values(root_id=root_id, generation=1)
+                .on_duplicate_key_update(**bumped))
+    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (upsert(L).values(root_id=root_id, generation=1)
+            .on_conflict_do_update(index_elements=[L.c.root_id], set_=bumped))
