@@ -2,8 +2,9 @@
 
 A varied world (nested trees, sharing providers, custom classes and traits,
 aggregates, consumers of several projects, users and types, allocations
-written, moved and deleted) is built through Placement's own REST API, run
-in-process from its own WSGI application on SQLite. Placement's database
+written, moved and deleted) is built through Placement's own REST API, served
+from its own WSGI application on SQLite (in a process of its own, as
+Placement's state is process-wide). Placement's database
 is then imported into ours (`placement_lite.db.importer`), and both servers
 are asked the same reads: every provider, inventory, trait and aggregate
 listing, every provider's usages and allocations, every consumer's
@@ -28,7 +29,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-placement_deploy = pytest.importorskip(
+pytest.importorskip(
     "placement.deploy", reason="OpenStack Placement 16.0 is not installed "
     "(pip install openstack-placement==16.0.0, a test-only dependency)")
 
@@ -38,7 +39,7 @@ from placement_lite.db import importer  # noqa: E402
 from tests.backends import fresh_database  # noqa: E402
 
 VERSION = "1.39"
-# One world per run: Placement's database engine is global to its process.
+# One world per run (another: set the variable).
 SEED = int(os.environ.get("PLACEMENT_LITE_SAMENESS_SEED", "1604"))
 RANDOM_QUERIES = 300
 
@@ -52,9 +53,12 @@ TYPES = ["INSTANCE", "MIGRATION", None]
 
 
 def wsgi(app, method, path, body=None, version=VERSION, token="admin"):
-    """(status, parsed body) of one request, straight through a WSGI app."""
+    """(status, parsed body) of one request, straight through a WSGI app,
+    or over HTTP when `app` is a base URL."""
     from wsgiref.util import setup_testing_defaults
 
+    if isinstance(app, str):
+        return _http(app, method, path, body, version, token)
     path, _, query = path.partition("?")
     data = json.dumps(body).encode() if body is not None else b""
     environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query,
@@ -75,23 +79,51 @@ def wsgi(app, method, path, body=None, version=VERSION, token="admin"):
     return status, parsed
 
 
+def _http(base, method, path, body, version, token):
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"X-Auth-Token": token, "OpenStack-API-Version": f"placement {version}",
+               "Accept": "application/json"}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        status, raw = err.code, err.read()
+    try:
+        parsed = json.loads(raw) if raw else None
+    except ValueError:
+        parsed = raw.decode("utf-8", "replace")
+    return status, parsed
+
+
 @pytest.fixture(scope="module")
 def placement(tmp_path_factory):
-    """Placement 16.0's own WSGI app (noauth2) over a SQLite file."""
-    from oslo_config import cfg
-    from placement import conf as placement_conf
-    from placement import db_api
+    """Placement 16.0's own WSGI app (noauth2) over a SQLite file, served in
+    a process of its own (tests/placement_reference.py): (base URL, db URL)."""
+    import subprocess
+    import sys
 
     path = tmp_path_factory.mktemp("placement") / "placement.sqlite"
-    conf = cfg.ConfigOpts()
-    placement_conf.register_opts(conf)
-    conf.set_default("connection", f"sqlite:///{path}", group="placement_database")
-    conf([], default_config_files=[])
-    conf.set_override("sync_on_startup", True, group="placement_database")
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    db_api.configure(conf)
-    app = placement_deploy.loadapp(conf)
-    return app, f"sqlite:///{path}"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.placement_reference", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=root, env=env)
+    try:
+        line = proc.stdout.readline()
+        if not line.startswith("listening on "):
+            proc.kill()
+            raise AssertionError("Placement did not start:\n" + proc.stderr.read()[-3000:])
+        yield f"http://127.0.0.1:{int(line.split()[-1])}", f"sqlite:///{path}"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 # The world -----------------------------------------------------------------
