@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import OrderedDict
 from typing import Any, Mapping
 
 import falcon
@@ -29,7 +30,11 @@ MAX_JSON_DEPTH = 32
 MAX_INT = 2**63 - 1
 
 _FORMAT_CHECKER = FormatChecker()
-_VALIDATORS: dict[int, Draft7Validator] = {}
+# Keyed by the schema's canonical text: schemas built per request (the
+# provider list's, which depends on the microversion) then share one
+# validator per distinct document instead of adding one per request.
+VALIDATOR_CACHE_SIZE = 256
+_VALIDATORS: "OrderedDict[str, Draft7Validator]" = OrderedDict()
 
 PHRASE_BODY = "JSON does not validate"
 PHRASE_QUERY = "Invalid query string parameters"
@@ -81,12 +86,20 @@ _Validator = jsonschema.validators.extend(
 
 
 def _validator(schema: Mapping) -> Draft7Validator:
-    key = id(schema)
+    key = json.dumps(schema, sort_keys=True, default=repr)
     validator = _VALIDATORS.get(key)
     if validator is None:
         validator = _Validator(schema, format_checker=_FORMAT_CHECKER)
         _VALIDATORS[key] = validator
+        if len(_VALIDATORS) > VALIDATOR_CACHE_SIZE:
+            _VALIDATORS.popitem(last=False)
+    else:
+        _VALIDATORS.move_to_end(key)
     return validator
+
+
+def validator_cache_size() -> int:
+    return len(_VALIDATORS)
 
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
