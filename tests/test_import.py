@@ -601,3 +601,40 @@ def test_a_placement_database_on_a_server_is_read_without_writing(backend, capsy
         assert counts["resource_providers"] == (5, 5, 0)
         assert cli.main(["db", "compare", "--from", source, "--db", target]) == 0
         assert "no differences" in capsys.readouterr().out
+
+
+def test_the_schema_before_placement_2023_1_index_drop_imports_too(tmp_path, target, capsys):
+    # 422ece571366 (consumer types) is Xena's to Zed's head; 2023.1 on only
+    # dropped redundant indexes, so the tables read the same.
+    source = build_placement(tmp_path / "zed.sqlite",
+                             "UPDATE alembic_version SET version_num = '422ece571366';")
+    status, out, err = run_cli(capsys, "--from", source, "--db", target)
+    assert status == 0, err
+    assert "OpenStack Placement schema 422ece571366" in out
+    assert summary_counts(out)["allocations"] == (8, 8, 0)
+
+
+def test_projects_already_registered_for_quota_are_matched_by_name(source, target, capsys):
+    """A target with projects (the quota registry) but no ledger is not
+    refused, and consumers join the registered project rows."""
+    assert cli.main(["db", "upgrade", "--db", target]) == 0
+    db = Database(target)
+    try:
+        with db.write() as conn:
+            registered = conn.execute(t.projects.insert().values(
+                external_id="proj-a", name="Project A")).inserted_primary_key[0]
+    finally:
+        db.dispose()
+    capsys.readouterr()
+    status, _out, err = run_cli(capsys, "--from", source, "--db", target)
+    assert status == 0, err
+    db = Database(target)
+    try:
+        with db.read() as conn:
+            rows = conn.execute(select(t.projects.c.id, t.projects.c.name).where(
+                t.projects.c.external_id == "proj-a")).all()
+            assert rows == [(registered, "Project A")]
+            assert conn.scalar(select(func.count()).select_from(t.consumers).where(
+                t.consumers.c.project_id == registered)) == 2
+    finally:
+        db.dispose()
