@@ -355,8 +355,6 @@ def test_integers_wider_than_a_column_are_400(client, path, body):
     assert "out of range" in detail and "resource_provider_generation" in detail
 
 
-@pytest.mark.xfail(strict=True, reason="fuzz finding 4 (quota/lease.py, api/schemas/"
-                   "lease.py, not this helper's): resource_type has no length bound")
 @pytest.mark.parametrize("path", ["/v1/check-create", "/v1/check-update"])
 def test_a_lease_resource_type_too_long_for_its_column_is_400(client, path):
     # Found by tests/test_fuzz.py: a 500 on MariaDB and PostgreSQL, whose

@@ -21,7 +21,8 @@ PROJECT_ID = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
 RESERVATION = {
     "type": "object",
     "properties": {
-        "resource_type": {"type": "string", "minLength": 1},
+        # Stored in the ledger's 255-character column.
+        "resource_type": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
         # What Blazar holds for the lease; when empty, what it asks for.
         "allocations": {"type": ["array", "null"]},
         "amount": COUNT,
