@@ -205,7 +205,8 @@ def _free_port() -> int:
 
 
 class _Uwsgi:
-    def __init__(self, db_url: str, processes: int, lazy: bool):
+    def __init__(self, db_url: str, processes: int, lazy: bool,
+                 extra_env: dict | None = None):
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items()
@@ -213,6 +214,7 @@ class _Uwsgi:
         env.update(PLACEMENT_LITE_DB=db_url,
                    PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS="true",
                    PLACEMENT_LITE_DB_POOL_SIZE="4")
+        env.update(extra_env or {})
         args = [UWSGI, "--master", "--need-app", "--die-on-term",
                 "--http-socket", f"127.0.0.1:{self.port}",
                 "--processes", str(processes), "--threads", "4",
@@ -327,3 +329,18 @@ def test_claims_race_under_uwsgi_grants_exactly_capacity(base, lazy):
                 assert body["usages"] == ({"VCPU": count} if count else {})
         finally:
             server.stop()
+
+
+@needs_uwsgi
+def test_uwsgi_refuses_to_load_the_app_when_a_setting_is_unusable(tmp_path):
+    server = _Uwsgi(_sqlite(tmp_path), 2, lazy=False,
+                    extra_env={"PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS": "false"})
+    try:
+        server.proc.wait(timeout=60)
+    finally:
+        server.stop()
+    output = "\n".join(server.lines)
+    assert server.proc.returncode != 0, output
+    assert "placement-lite cannot start:" in output
+    assert "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS=true" in output
+    assert not (tmp_path / "wsgi.sqlite").exists()
