@@ -253,9 +253,7 @@ class Enforcer:
         """The targets, read again once their trees are locked, for a
         decision that writes: the tree cannot change under it."""
         model = self.model_for(conn)
-        targets = model.targets(conn, project_ids)
-        projects.lock_trees(conn, [tg.root_id for tg in targets
-                                   if tg.root_id is not None])
+        self._lock(conn, model, project_ids)
         return model.targets(conn, project_ids)
 
     def over_if_added(self, conn: Connection, targets: list[models.Target],
@@ -293,7 +291,8 @@ class Enforcer:
 
     @staticmethod
     def _lock(conn: Connection, model: models.Model,
-              project_ids: list[str]) -> list[models.Target]:
+              project_ids: Iterable[str]) -> list[models.Target]:
+        """The targets as read before their trees' locks were taken."""
         targets = model.targets(conn, project_ids)
         projects.lock_trees(conn, [tg.root_id for tg in targets
                                    if tg.root_id is not None])
