@@ -76,6 +76,9 @@ setup(
             # The console in a real headless Chromium (Debian's chromium
             # and chromium-driver; skipped when they are not installed).
             "selenium>=4.10",
+            # nova's own SchedulerReportClient drives the ironic inventory
+            # path (reserved = total on a node in use) against a live server.
+            "nova>=34",
         ],
         "mysql": ["PyMySQL>=1.1"],
         "postgresql": ["psycopg[binary]>=3.1"],
