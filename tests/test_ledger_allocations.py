@@ -376,8 +376,9 @@ def test_project_usage_is_exact_over_many_allocations(db):
         before = len(statements)
         usages.for_project(conn, "p1", "u2")
         usages.for_project_by_type(conn, "p1", "u2")
-        # One statement each, whatever the number of consumers.
-        assert len(statements) - before == 2
+        # Two statements each (the ids, then the sums), whatever the
+        # number of consumers.
+        assert len(statements) - before == 4
     event.remove(db.engine, "before_cursor_execute", count)
     with db.read() as conn:
         for project in ("p0", "p3"):

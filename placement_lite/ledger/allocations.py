@@ -83,7 +83,8 @@ def provider_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
         + ", ".join(f"'{u}'" for u in missing) + " that does not exist."))
 
 
-def bump_providers(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
+def bump_providers(conn: Connection, ids: Iterable[int],
+                   known: Optional[Mapping[int, str]] = None) -> dict[int, str]:
     """Bump each provider's generation, lowest id first; uuid by id.
 
     Sorted so two writers touching overlapping providers take the row
@@ -95,16 +96,20 @@ def bump_providers(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
     ids = sorted(set(ids))
     if not ids:
         return {}
-    rp = t.resource_providers
-    names = dict(conn.execute(select(rp.c.id, rp.c.uuid)
-                              .where(rp.c.id.in_(ids))).all())
+    known = known or {}
+    names = {i: known[i] for i in ids if i in known}
     if len(names) != len(ids):
-        # A retry re-validates the request and names the missing provider.
+        rp = t.resource_providers
+        names.update(conn.execute(select(rp.c.id, rp.c.uuid).where(
+            rp.c.id.in_([i for i in ids if i not in names]))).all())
+    # Each UPDATE's row count says whether the provider still exists: a
+    # provider deleted since its id was read is a lost race (a retry
+    # re-validates the request and names the missing provider).
+    if len(names) != len(ids) or not all(
+            providers.lock_for_claim(conn, provider_id) for provider_id in ids):
         raise errors.RaceLost(
             "Inventory and/or allocations changed while attempting to "
             "allocate: a resource provider was deleted meanwhile; try again.")
-    for provider_id in ids:
-        providers.bump_generation(conn, provider_id)
     return names
 
 
@@ -193,7 +198,7 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
 
     emptied = [consumer.id for w, consumer in written if not w.allocations]
     touched = _current_providers(conn, emptied) | set(rps.values())
-    names_by_id = bump_providers(conn, touched)
+    names_by_id = bump_providers(conn, touched, {v: k for k, v in rps.items()})
     amounts: dict[tuple[int, int], list[int]] = defaultdict(list)
     rows = []
     for w, consumer in written:

@@ -174,6 +174,7 @@ def _write(conn: Connection, provider: Provider,
             if inv is None and rc in existing]
     if gone:
         conn.execute(delete(_inv).where(_inv.c.id.in_(sorted(gone))))
+    new = []
     for rc_id in sorted(planned):
         inv = planned[rc_id]
         if inv is None:
@@ -182,9 +183,11 @@ def _write(conn: Connection, provider: Provider,
             conn.execute(update(_inv).where(_inv.c.id == existing[rc_id])
                          .values(updated_at=now, **inv.values()))
         else:
-            conn.execute(insert(_inv).values(
-                resource_provider_id=provider.id, resource_class_id=rc_id,
-                **inv.values()))
+            new.append(dict(resource_provider_id=provider.id,
+                            resource_class_id=rc_id, **inv.values()))
+    if new:
+        # One statement for every new class (executemany), not one each.
+        conn.execute(insert(_inv), new)
 
 
 def _apply(conn: Connection, provider: Provider,

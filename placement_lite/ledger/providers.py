@@ -139,7 +139,16 @@ def bump_generation(conn: Connection, provider: Provider | int,
             .values(generation=_rp.c.generation + 1, updated_at=utcnow()))
     if seen is not None:
         stmt = stmt.where(_rp.c.generation == seen)
-    if conn.execute(stmt).rowcount != 1:
+    returning = seen is None and conn.dialect.update_returning
+    if returning:
+        # PostgreSQL and SQLite hand the new value back with the UPDATE.
+        stmt = stmt.returning(_rp.c.generation)
+    result = conn.execute(stmt)
+    if returning:
+        row = result.first()
+        if row is not None:
+            return row[0]
+    if returning or result.rowcount != 1:
         current = conn.execute(select(_rp.c.uuid, _rp.c.generation)
                                .where(_rp.c.id == provider_id)).first()
         if current is None:
@@ -149,7 +158,18 @@ def bump_generation(conn: Connection, provider: Provider | int,
                 f"No resource provider with {which} found: it was deleted "
                 "meanwhile.")
         raise _stale(current.uuid, current.generation, seen)
+    if seen is not None:
+        # The UPDATE matched generation == seen under its row lock.
+        return seen + 1
     return conn.scalar(select(_rp.c.generation).where(_rp.c.id == provider_id))
+
+
+def lock_for_claim(conn: Connection, provider_id: int) -> bool:
+    """Bump the generation without comparing or reading it back (an
+    allocation write's provider lock); False when the provider is gone."""
+    return conn.execute(
+        update(_rp).where(_rp.c.id == provider_id)
+        .values(generation=_rp.c.generation + 1, updated_at=utcnow())).rowcount == 1
 
 
 def check_generation(provider: Provider, seen: Optional[int]) -> None:
@@ -174,16 +194,21 @@ def check_generation_unchanged(provider: Provider, seen: Optional[int]) -> None:
 
 def _check_unique(conn: Connection, name: str, uuid: Optional[str],
                   exclude_id: Optional[int] = None) -> None:
+    # One statement for both clashes (a provider write's round trips are
+    # what loading a fleet costs); the uuid clash is reported first.
+    clash = select(_rp.c.uuid, _rp.c.name)
     if uuid is not None:
-        clash = select(_rp.c.id).where(_rp.c.uuid == uuid)
-        if conn.execute(clash).first() is not None:
-            # Placement reports a taken uuid with the duplicate-name code too.
-            raise errors.DuplicateName(
-                f"Conflicting resource provider uuid: {uuid} already exists.")
-    clash = select(_rp.c.id).where(_rp.c.name == name)
+        clash = clash.where((_rp.c.uuid == uuid) | (_rp.c.name == name))
+    else:
+        clash = clash.where(_rp.c.name == name)
     if exclude_id is not None:
         clash = clash.where(_rp.c.id != exclude_id)
-    if conn.execute(clash).first() is not None:
+    rows = conn.execute(clash.limit(2)).all()
+    if uuid is not None and any(row.uuid == uuid for row in rows):
+        # Placement reports a taken uuid with the duplicate-name code too.
+        raise errors.DuplicateName(
+            f"Conflicting resource provider uuid: {uuid} already exists.")
+    if rows:
         # Placement words the clash differently on create and on update.
         what = "" if exclude_id is not None else "name: "
         raise errors.DuplicateName(
