@@ -1,0 +1,138 @@
+"""SQL statements per request on the hot routes, pinned on every backend.
+
+Counted by the server itself (PLACEMENT_LITE_COUNT_STATEMENTS on: each
+response carries x-placement-lite-statements). A change that adds a round
+trip to one of these routes shows here, not in a timing; lower a pin when
+a route gets cheaper. SQLite's counts include the BEGIN the engine issues
+itself for every transaction (one per read or write transaction).
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from falcon import testing
+
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+from placement_lite.db import migrate
+from placement_lite.db.engine import COUNT_STATEMENTS_ENV, Database
+from placement_lite.ledger import standards
+
+HEADER = "x-placement-lite-statements"
+AGG = "2ad0b2a8-5f5c-4d35-9d25-6b5b0d1f4c11"
+
+
+@pytest.fixture
+def client(db, monkeypatch):
+    monkeypatch.setenv(COUNT_STATEMENTS_ENV, "1")
+    counted = Database(db.url)
+    migrate.upgrade(counted.engine)
+    standards.sync(counted)
+    app = create_app(Settings(db=db.url), db=counted)
+    yield testing.TestClient(app, headers={
+        "x-auth-token": "admin", "openstack-api-version": "placement latest"})
+    counted.dispose()
+
+
+def _count(client, method, path, body=None, status=None):
+    resp = client.simulate_request(method, path, json=body)
+    assert resp.status_code < 300 if status is None else resp.status_code == status, \
+        resp.text
+    return int(resp.headers[HEADER])
+
+
+def _transactions(db, n):
+    """The BEGINs SQLite's engine sends itself (n transactions)."""
+    return n if db.backend == "sqlite" else 0
+
+
+def _provider(client, name):
+    rp = str(uuid.uuid4())
+    client.simulate_post("/resource_providers", json={"name": name, "uuid": rp})
+    client.simulate_put(f"/resource_providers/{rp}/inventories", json={
+        "resource_provider_generation": 0,
+        "inventories": {"VCPU": {"total": 32}, "MEMORY_MB": {"total": 8192}}})
+    return rp
+
+
+def _claim(rp, project, user, vcpu=1):
+    return {"allocations": {rp: {"resources": {"VCPU": vcpu}}},
+            "project_id": project, "user_id": user,
+            "consumer_generation": None, "consumer_type": "INSTANCE"}
+
+
+def test_off_by_default(db):
+    app = create_app(Settings(db=db.url), db=db)
+    resp = testing.TestClient(app).simulate_get("/")
+    assert resp.status_code == 200
+    assert HEADER not in resp.headers
+
+
+def test_provider_load_writes(client, db):
+    """The perfload loader's four writes per provider."""
+    rp = str(uuid.uuid4())
+    tx = _transactions(db, 1)
+    assert _count(client, "POST", "/resource_providers",
+                  {"name": "cn1", "uuid": rp}) == 4 + tx
+    # The API reads the provider in a transaction of its own first.
+    assert _count(client, "PUT", f"/resource_providers/{rp}/inventories", {
+        "resource_provider_generation": 0, "inventories": {
+            "VCPU": {"total": 32}, "MEMORY_MB": {"total": 8192},
+            "DISK_GB": {"total": 8192}}}) == 8 + _transactions(db, 2)
+    assert _count(client, "PUT", f"/resource_providers/{rp}/traits", {
+        "resource_provider_generation": 1,
+        "traits": ["HW_CPU_X86_AVX2", "STORAGE_DISK_SSD"]}) == 6 + tx
+    # First use of an aggregate creates its row (a savepoint around it)...
+    assert _count(client, "PUT", f"/resource_providers/{rp}/aggregates", {
+        "resource_provider_generation": 2, "aggregates": [AGG]}) == 10 + _transactions(db, 2)
+    # ... later providers find it.
+    other = str(uuid.uuid4())
+    client.simulate_post("/resource_providers", json={"name": "cn2", "uuid": other})
+    assert _count(client, "PUT", f"/resource_providers/{other}/aggregates", {
+        "resource_provider_generation": 0, "aggregates": [AGG]}) == 6 + _transactions(db, 2)
+
+
+def test_claims(client, db):
+    rp = _provider(client, "cn1")
+    project, user = str(uuid.uuid4()), str(uuid.uuid4())
+    # The first claim of a project also creates its project and user rows.
+    _count(client, "PUT", f"/allocations/{uuid.uuid4()}", _claim(rp, project, user),
+           status=204)
+    tx = _transactions(db, 1)
+    assert _count(client, "PUT", f"/allocations/{uuid.uuid4()}",
+                  _claim(rp, project, user), status=204) == 12 + tx
+    # A claim that does not fit is refused after the capacity read,
+    # without writing.
+    assert _count(client, "PUT", f"/allocations/{uuid.uuid4()}",
+                  _claim(rp, project, user, vcpu=32), status=409) == 11 + tx
+
+
+def test_usages(client, db):
+    rp = _provider(client, "cn1")
+    project, user = str(uuid.uuid4()), str(uuid.uuid4())
+    for _ in range(3):
+        client.simulate_put(f"/allocations/{uuid.uuid4()}", json=_claim(rp, project, user))
+    tx = _transactions(db, 1)
+    assert _count(client, "GET", f"/usages?project_id={project}") == 2 + tx
+    assert _count(client, "GET", f"/usages?project_id={project}&user_id={user}") == 2 + tx
+    assert _count(client, "GET", f"/resource_providers/{rp}/usages") == 2 + tx
+    # An unknown project is answered from the id lookup alone.
+    assert _count(client, "GET", f"/usages?project_id={uuid.uuid4()}") == 1 + tx
+
+
+def test_candidates_stay_bounded(client, db):
+    """The candidate engine is tuned elsewhere: here only a ceiling, the
+    same for 3 providers and for 30 (no statement per provider)."""
+    for i in range(3):
+        rp = _provider(client, f"cn{i}")
+    path = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:256"
+    _count(client, "GET", path)
+    few = _count(client, "GET", path)
+    for i in range(3, 30):
+        _provider(client, f"cn{i}")
+    _count(client, "GET", path)
+    many = _count(client, "GET", path)
+    assert many == few
+    assert few <= 12
+    assert rp
