@@ -81,6 +81,11 @@ setup(
             "nova>=34",
         ],
         "mysql": ["PyMySQL>=1.1"],
+        # The C driver (URLs mysql+mysqldb://); needs the MariaDB/MySQL
+        # client headers to build. See README's performance section.
+        "mysqlclient": ["mysqlclient>=2.1"],
+        # A faster JSON encoder for large answers (api/render.py).
+        "fast": ["orjson>=3.8"],
         "postgresql": ["psycopg[binary]>=3.1"],
         "keystone": ["keystonemiddleware>=10.0"],
     },
