@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import statistics
 import subprocess
@@ -232,7 +231,9 @@ def claims(side, rps, clients, attempts, amount, racing):
     def work(i):
         client = Client(side.http)
         for k in range(attempts):
-            rp = random.choice(rps) if racing else rps[i % len(rps)]
+            # Racing: every client walks all providers, so each is asked
+            # more than it holds and must end exactly full.
+            rp = rps[(i + k) % len(rps)] if racing else rps[i % len(rps)]
             status, raw, headers = _raw(client, "PUT", f"/allocations/{uuidlib.uuid4()}",
                                         _claim_body(rp, project, user, amount))
             with lock:
@@ -407,12 +408,18 @@ def _big_side(label, tree, args, workdir, port, count):
 def matrix(args):
     workdir = tempfile.mkdtemp(prefix="pl-matrix-", dir=args.workdir)
     trees = [("new", REPO)]
-    worktree = None
+    worktrees = []
+
+    def checkout(label, ref):
+        path = os.path.join(workdir, label)
+        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", path, ref],
+                       check=True, capture_output=True)
+        worktrees.append(path)
+        return path
+    if args.new:
+        trees = [("new", checkout("new", args.new))]
     if args.compare:
-        worktree = os.path.join(workdir, "base")
-        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", worktree,
-                        args.compare], check=True, capture_output=True)
-        trees.insert(0, ("base", worktree))
+        trees.insert(0, ("base", checkout("base", args.compare)))
     wl = workloads(args)
     rows = {}
     started = time.time()
@@ -456,11 +463,11 @@ def matrix(args):
                 for side in sides:
                     side.stop()
     finally:
-        if worktree:
-            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force",
-                            worktree], capture_output=True)
+        for path in worktrees:
+            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", path],
+                           capture_output=True)
     return {"db": args.db, "workers": args.workers, "threads": args.threads,
-            "compare": args.compare, "minutes": round((time.time() - started) / 60, 1),
+            "compare": args.compare, "new": args.new or "working tree", "minutes": round((time.time() - started) / 60, 1),
             "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows}
 
 
@@ -511,6 +518,7 @@ def add_parser(sub):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--compare", help="a commit to run alternately against this tree")
+    p.add_argument("--new", help="a commit to run instead of the working tree")
     p.add_argument("--runs", type=int, default=20, help="requests per latency figure")
     p.add_argument("--seconds", type=float, default=6, help="per throughput figure")
     p.add_argument("--rounds", type=int, default=2,
