@@ -10,8 +10,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from sqlalchemy import delete, insert
 
-from placement_lite.candidates import engine
-from placement_lite.candidates.request import (
+from placement_lite.candidates import combiner, engine
+from placement_lite.candidates.facts import Facts
+from placement_lite.candidates.plan import Lookups, Plan
+from placement_lite.api.provider_filters import query_dialect
+from placement_lite.candidates.query import (
     CandidateRequest, RequestGroup, parse_candidate_request)
 from placement_lite.db import tables as t
 from tests.backends import fresh_database
@@ -20,8 +23,21 @@ from tests.candidates_world import World
 SHARES = "MISC_SHARES_VIA_AGGREGATE"
 
 
+class _Walk:
+    """The combination step alone, over inventory facts set by the test."""
+
+    def __init__(self, req, rc_ids):
+        self.plan = Plan(req, Lookups(rc_ids, {}, {}, {}))
+        self.inventory = {}
+        self.budget = combiner.Budget()
+
+    def combine(self, options):
+        view = combiner.View(Facts(inventory=self.inventory))
+        return combiner.combine(self.plan, view, options, self.budget)
+
+
 def _search(req, rc_ids):
-    return engine.Search(None, req, engine.Lookups(rc_ids, {}, {}, {}))
+    return _Walk(req, rc_ids)
 
 
 def test_wide_symmetric_tree_is_combined_lazily():
@@ -29,10 +45,10 @@ def test_wide_symmetric_tree_is_combined_lazily():
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
               for i in range(1, 7)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.facts_now.inventory = {(c, 1): (6, 0, 6) for c in range(2, 10)}
+    search.inventory = {(c, 1): (6, 0, 6) for c in range(2, 10)}
     options = [list(range(2, 10))] * 6
     start = time.perf_counter()
-    first = list(itertools.islice(search._combine(options), 10))
+    first = list(itertools.islice(search.combine(options), 10))
     assert time.perf_counter() - start < 0.05
     assert first[0] == (2,) * 6 and len(set(first)) == 10
 
@@ -40,8 +56,8 @@ def test_wide_symmetric_tree_is_combined_lazily():
 def test_merged_amounts_respect_capacity():
     groups = {s: RequestGroup(suffix=s, resources={"X": 2}) for s in "123"}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.facts_now.inventory = {(7, 1): (5, 0, 5), (8, 1): (6, 2, 3)}
-    found = list(search._combine([[7, 8]] * 3))
+    search.inventory = {(7, 1): (5, 0, 5), (8, 1): (6, 2, 3)}
+    found = list(search.combine([[7, 8]] * 3))
     for combo in found:
         assert combo.count(7) <= 2  # 3 x 2 > 5
         assert combo.count(8) <= 1  # 2 x 2 > max_unit 3, and 2 + 4 > 6
@@ -53,8 +69,8 @@ def test_isolate_never_reuses_a_provider():
     groups = {s: RequestGroup(suffix=s, resources={"X": 1}) for s in "123"}
     search = _search(CandidateRequest(groups=groups, group_policy="isolate"),
                      {"X": 1})
-    search.facts_now.inventory = {(c, 1): (9, 0, 9) for c in range(1, 5)}
-    found = list(search._combine([[1, 2, 3, 4]] * 3))
+    search.inventory = {(c, 1): (9, 0, 9) for c in range(1, 5)}
+    found = list(search.combine([[1, 2, 3, 4]] * 3))
     assert len(found) == 4 * 3 * 2
     assert all(len(set(combo)) == 3 for combo in found)
 
@@ -66,8 +82,8 @@ def test_combination_depth_is_not_bounded_by_the_stack():
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
               for i in range(1, count + 1)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.facts_now.inventory = {(7, 1): (count, 0, count), (8, 1): (count, 0, count)}
-    first = list(itertools.islice(search._combine([[7, 8]] * count), 3))
+    search.inventory = {(7, 1): (count, 0, count), (8, 1): (count, 0, count)}
+    first = list(itertools.islice(search.combine([[7, 8]] * count), 3))
     assert first == [(7,) * count, (7,) * (count - 1) + (8,),
                      (7,) * (count - 2) + (8, 7)]
 
@@ -77,8 +93,8 @@ def test_groups_that_cannot_all_fit_are_refused_at_once():
               for i in range(1, 42)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
     # 2 x 20 units for 41 groups: no split fits (2^41 to try one by one).
-    search.facts_now.inventory = {(7, 1): (20, 0, 20), (8, 1): (22, 2, 20)}
-    assert list(search._combine([[7, 8]] * 41)) == []
+    search.inventory = {(7, 1): (20, 0, 20), (8, 1): (22, 2, 20)}
+    assert list(search.combine([[7, 8]] * 41)) == []
 
 
 def test_member_of_admits_only_sharing_providers_in_the_aggregate():
@@ -94,7 +110,7 @@ def test_member_of_admits_only_sharing_providers_in_the_aggregate():
                        aggs=["a", "x"])
         def found(**params):
             req = parse_candidate_request(
-                {k: [v] for k, v in params.items()}, (1, 39))
+                {k: [v] for k, v in params.items()}, query_dialect((1, 39)))
             with db.read() as conn:
                 result = engine.find(conn, req)
             return sorted(sorted(world.name_of(result.uuids[rp])
@@ -117,7 +133,8 @@ def test_summary_traits_come_in_placements_order():
         world = World(db)
         world.provider("cn", inventory={"VCPU": 4},
                        traits=["CUSTOM_ZED", "HW_NUMA_ROOT", "CUSTOM_ALPHA"])
-        req = parse_candidate_request({"resources": ["VCPU:1"]}, (1, 39))
+        req = parse_candidate_request({"resources": ["VCPU:1"]},
+                                      query_dialect((1, 39)))
         with db.read() as conn:
             result = engine.find(conn, req)
             [summary] = summaries.summarize(conn, result, True)
@@ -133,8 +150,8 @@ def test_groups_that_fit_in_sum_but_not_in_units_are_refused_quickly():
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 2})
               for i in range(1, count + 1)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.facts_now.inventory = {(7, 1): (101, 0, 101), (8, 1): (101, 0, 101)}
-    assert list(search._combine([[7, 8]] * count)) == []
+    search.inventory = {(7, 1): (101, 0, 101), (8, 1): (101, 0, 101)}
+    assert list(search.combine([[7, 8]] * count)) == []
 
 
 def test_dead_ends_are_remembered_per_placement_not_per_order():
@@ -144,11 +161,11 @@ def test_dead_ends_are_remembered_per_placement_not_per_order():
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
               for i in range(1, 8)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.facts_now.inventory = {(7, 1): (3, 0, 3), (8, 1): (3, 0, 3)}
-    assert list(search._combine([[7, 8]] * 7)) == []
+    search.inventory = {(7, 1): (3, 0, 3), (8, 1): (3, 0, 3)}
+    assert list(search.combine([[7, 8]] * 7)) == []
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.facts_now.inventory = {(7, 1): (3, 0, 3), (8, 1): (4, 0, 4)}
-    found = list(search._combine([[7, 8]] * 7))
+    search.inventory = {(7, 1): (3, 0, 3), (8, 1): (4, 0, 4)}
+    found = list(search.combine([[7, 8]] * 7))
     # choose which 3 of the 7 go to provider 7
     assert len(found) == 35 and all(c.count(7) == 3 for c in found)
 
@@ -166,7 +183,7 @@ def test_combination_matches_the_product(data):
     search = _search(CandidateRequest(groups=groups, group_policy=policy),
                      {"X": 1})
     caps = {rp: data.draw(st.integers(1, 9)) for rp in (1, 2, 3, 4)}
-    search.facts_now.inventory = {(rp, 1): (cap, 0, cap) for rp, cap in caps.items()}
+    search.inventory = {(rp, 1): (cap, 0, cap) for rp, cap in caps.items()}
     # The SQL offers a provider for a slot only when the slot alone fits.
     options = [data.draw(st.lists(
         st.sampled_from([rp for rp in caps if caps[rp] >= a] or [None]),
@@ -183,14 +200,14 @@ def test_combination_matches_the_product(data):
         if policy == "isolate" and count > 1 and len(set(combo)) != count:
             continue
         expected.append(combo)
-    assert list(search._combine(options)) == expected
+    assert list(search.combine(options)) == expected
 
 
 def _packing(count, caps, amounts):
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": a})
               for i, a in zip(range(1, count + 1), amounts)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.facts_now.inventory = {(rp, 1): (cap, 0, cap) for rp, cap in caps.items()}
+    search.inventory = {(rp, 1): (cap, 0, cap) for rp, cap in caps.items()}
     return search, [sorted(caps)] * count
 
 
@@ -198,32 +215,32 @@ def test_groups_that_fit_only_in_whole_units_are_refused_at_once():
     # 8 x 31 units, 121 groups of 2: 242 <= 248, but each provider takes
     # at most 15 groups (120).
     search, options = _packing(121, {rp: 31 for rp in range(1, 9)}, [2] * 121)
-    assert list(search._combine(options)) == [] and search.work == 0
+    assert list(search.combine(options)) == [] and search.budget.work == 0
 
 
 def test_a_tree_giving_nothing_is_left_after_a_bounded_search(monkeypatch):
     # As above with one group of 1 among them (no common unit): still no
     # split fits; the search gives up on the tree instead of trying them all.
-    monkeypatch.setattr(engine, "TREE_STEPS", 5000)
+    monkeypatch.setattr(combiner, "TREE_STEPS", 5000)
     search, options = _packing(122, {rp: 31 for rp in range(1, 9)},
                                [1] + [2] * 121)
-    assert list(search._combine(options)) == []
-    assert 5000 <= search.work <= 5001 and not search.cut_short
+    assert list(search.combine(options)) == []
+    assert 5000 <= search.budget.work <= 5001 and not search.budget.cut_short
 
 
 def test_a_request_stops_searching_at_its_budget(monkeypatch):
-    monkeypatch.setattr(engine, "REQUEST_STEPS", 3000)
+    monkeypatch.setattr(combiner, "REQUEST_STEPS", 3000)
     search, options = _packing(122, {rp: 31 for rp in range(1, 9)},
                                [1] + [2] * 121)
-    assert list(search._combine(options)) == []
-    assert search.cut_short
+    assert list(search.combine(options)) == []
+    assert search.budget.cut_short
 
 
 def test_a_productive_tree_is_not_cut(monkeypatch):
     # The budget counts tries since the tree's last candidate.
-    monkeypatch.setattr(engine, "TREE_STEPS", 50)
+    monkeypatch.setattr(combiner, "TREE_STEPS", 50)
     search, options = _packing(6, {rp: 99 for rp in range(1, 9)}, [1] * 6)
-    assert len(list(itertools.islice(search._combine(options), 2000))) == 2000
+    assert len(list(itertools.islice(search.combine(options), 2000))) == 2000
 
 
 # -- the property test ------------------------------------------------------
@@ -460,7 +477,7 @@ def test_engine_matches_brute_force(shared_db, world, request):
     params, version = request
     params = {k: [v.replace("AGG:a1", built.agg("a1")).replace(
         "AGG:a2", built.agg("a2")) for v in vals] for k, vals in params.items()}
-    req = parse_candidate_request(params, version)
+    req = parse_candidate_request(params, query_dialect(version))
     with shared_db.read() as conn:
         result = engine.find(conn, req, 0)
     names = {built.ids[n]: n for n in built.ids}

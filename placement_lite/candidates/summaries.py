@@ -14,8 +14,9 @@ from typing import Iterable, NamedTuple, Optional
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates.engine import Result, chunks
+from placement_lite.candidates.engine import Result
 from placement_lite.candidates.filters import used_subquery
+from placement_lite.candidates.reader import chunks
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
 

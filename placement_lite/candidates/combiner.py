@@ -1,0 +1,369 @@
+"""The candidate engine's combining side: pure functions over Facts.
+
+Per tree (the "anchor"), a depth-first search picks one provider per slot
+(each numbered group is a slot, each class of the unnumbered group is a
+slot) and yields every combination passing group_policy, merged
+capacity, the unnumbered group's traits, same_subtree and the pre-1.29
+one-provider-per-tree rule, without ever building the product. Nothing
+here reads the database.
+
+The rules are Placement's: the unnumbered group may take each class from
+any provider of the tree or from a sharing provider associated with it by
+aggregate; an aggregate on the root spans the tree for that group only;
+numbered groups are served by one provider each, whose own traits and
+aggregates count.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Iterator, Optional
+
+from placement_lite.candidates.facts import EMPTY, Facts, Sharing, Slice
+from placement_lite.candidates.plan import Plan
+
+LOG = logging.getLogger(__name__)
+# Dead ends remembered per tree by the combination step (see combine);
+# past this many it goes on without remembering more.
+MAX_DEAD_ENDS = 200_000
+# The combination step's work, in providers tried for a slot: a tree that
+# has given no candidate for this many tries is left (a legitimate one
+# needs a handful per candidate), and a request stops searching after
+# REQUEST_STEPS in all, answering with the candidates found so far, as
+# max_allocation_candidates does. Packing groups into providers is a hard
+# problem; these bound what one request can cost (a few seconds of CPU).
+TREE_STEPS = 20_000
+REQUEST_STEPS = 1_000_000
+
+
+class Budget:
+    """The combination work of one request: tries spent, whether it was
+    cut short at its bound, and how many candidates it produced."""
+
+    def __init__(self, tree_steps: Optional[int] = None,
+                 request_steps: Optional[int] = None):
+        self.tree_steps = TREE_STEPS if tree_steps is None else tree_steps
+        self.request_steps = REQUEST_STEPS if request_steps is None else request_steps
+        self.work = 0
+        self.cut_short = False
+        self.found = 0
+
+
+class View:
+    """A slice's facts with the sharing providers' behind them."""
+    __slots__ = ("facts", "shared")
+
+    def __init__(self, facts: Facts, shared: Facts = EMPTY):
+        self.facts = facts
+        self.shared = shared
+
+    def inventory(self, key):
+        return self.facts.inventory.get(key) or self.shared.inventory.get(key)
+
+    def root_of(self, rp):
+        return self.facts.root.get(rp) or self.shared.root.get(rp)
+
+    def trait_flags(self, rp):
+        return self.facts.trait_flags.get(rp) or self.shared.trait_flags.get(rp)
+
+    def below(self, rp, top) -> bool:
+        """rp is top or one of its descendants."""
+        parent = self.facts.parent
+        shared = self.shared.parent
+        steps = 0
+        while rp is not None and steps < 64:
+            if rp == top:
+                return True
+            rp = parent[rp] if rp in parent else shared.get(rp)
+            steps += 1
+        return False
+
+
+# -- per tree: which providers may serve each slot ---------------------------
+
+def options(plan: Plan, sharing: Sharing, facts: Facts, anchor: int) -> list:
+    """Per slot, the providers that may serve it in anchor's tree (a slot
+    nobody serves has an empty list)."""
+    sharers = sharing.anchors.get(anchor, ())
+    g = plan.unnumbered
+    out = []
+    for slot in plan.slots:
+        key = plan.slot_key(slot)
+        opts = list(facts.rows.get(key, {}).get(anchor, ()))
+        if sharers and not (not slot.numbered and g.in_tree):
+            eligible = sharing.by_key.get(key, ())
+            extra = [ss for ss in sorted(sharers) if ss in eligible and ss not in opts]
+            if not slot.numbered and (g.member_of or g.forbidden_aggs):
+                extra = sharing_aggregates_ok(plan, sharing, facts, extra, anchor)
+            opts += extra
+        out.append(opts)
+    return out
+
+
+def sharing_aggregates_ok(plan: Plan, sharing: Sharing, facts: Facts,
+                          sharers, anchor) -> list:
+    """The unnumbered group's aggregate rule for a sharing provider
+    serving anchor's tree: it is itself in the aggregates (as in
+    Placement since bug 1792503: the anchor root's membership, which
+    spans its own tree, does not reach a provider outside it), and
+    neither it nor the anchor root is in a forbidden one. (For
+    providers of the tree itself the SQL has applied the rule.)"""
+    g = plan.unnumbered
+    agg_ok = sharing.facts.agg_ok
+    agg_bad = sharing.facts.agg_bad
+    kept = []
+    for rp in sharers:
+        if g.member_of and not agg_ok.get(rp):
+            continue
+        if g.forbidden_aggs and (
+                agg_bad.get(rp) or facts.root_agg_bad.get(anchor, False)):
+            continue
+        kept.append(rp)
+    return kept
+
+
+# -- checks on a (partial) choice --------------------------------------------
+
+def traits_ok(plan: Plan, view: View, rps) -> bool:
+    """The unnumbered group's required traits are on the providers
+    chosen for it, taken together."""
+    g = plan.unnumbered
+    if not g.required:
+        return True
+    have = [False] * len(g.required)
+    for rp in rps:
+        for i, flag in enumerate(view.trait_flags(rp) or ()):
+            if flag:
+                have[i] = True
+    return all(have)
+
+
+def subtree_ok(view: View, chosen, members) -> bool:
+    """The providers chosen for the slots in `members` all sit below
+    (or are) one of them."""
+    rps = {chosen[i] for i in members}
+    if len(rps) <= 1:
+        return True
+    if len(rps) == 2:
+        a, b = rps
+        return view.below(a, b) or view.below(b, a)
+    return any(all(view.below(rp, top) for rp in rps if rp != top) for top in rps)
+
+
+def one_per_tree_ok(plan: Plan, view: View, chosen) -> bool:
+    """Before 1.29, a candidate takes from one provider per tree."""
+    roots: dict = {}
+    for i, slot in enumerate(plan.slots):
+        if not slot.resources:
+            continue
+        rp = chosen[i]
+        if roots.setdefault(view.root_of(rp), rp) != rp:
+            return False
+    return True
+
+
+def room_for_all(plan: Plan, view: View, opts: list) -> bool:
+    """For each class several slots ask for, the providers that may
+    serve those slots have room for their sum. A cheap necessary
+    condition: without it, many small groups that cannot all fit
+    would have the search try every way of splitting them."""
+    for rc in plan.multi_rcs:
+        wanted = 0
+        unit = 0  # every amount asked is a multiple of it
+        serving = set()
+        for slot, slot_opts in zip(plan.slots, opts):
+            amount = slot.resources.get(rc)
+            if amount:
+                wanted += amount
+                unit = math.gcd(unit, amount)
+                serving.update(slot_opts)
+        room = 0
+        for rp in serving:
+            inv = view.inventory((rp, rc))
+            if inv is not None:
+                # A provider can only take whole units of it.
+                room += (inv[0] - inv[1]) // unit * unit
+        if wanted > room:
+            return False
+    return True
+
+
+# -- the walk ----------------------------------------------------------------
+
+def combine(plan: Plan, view: View, opts: list, budget: Budget) -> Iterator[tuple]:
+    """Every choice of one provider per slot (from `opts`, per slot)
+    passing merged capacity, isolation, the unnumbered group's traits and
+    same_subtree, in the order of the product, lazily."""
+    slots = plan.slots
+    n = len(slots)
+    multi_rcs = plan.multi_rcs
+    isolate = plan.isolate
+    unnumbered_slots = plan.unnumbered_slots
+    last_unnumbered = plan.last_unnumbered
+    subtree_checks = plan.subtree_checks
+    chosen = [0] * n
+    amounts: dict = {}
+    in_use: dict = {}
+
+    def fits(rp, slot):
+        if not multi_rcs:
+            return ()
+        added = []
+        for rc, amount in slot.resources.items():
+            if rc not in multi_rcs:
+                continue
+            key = (rp, rc)
+            before = amounts.get(key, 0)
+            total = before + amount
+            if before:
+                inv = view.inventory(key)
+                if inv is None or inv[1] + total > inv[0] or total > inv[2]:
+                    for k, a in added:
+                        amounts[k] -= a
+                    return None
+            amounts[key] = total
+            added.append((key, amount))
+        return added
+
+    if n == 0 or (multi_rcs and not room_for_all(plan, view, opts)):
+        return
+    # Dead ends: capacity merging and isolation make a level fail for
+    # what has been placed, not for the order it was placed in. A level
+    # that yielded nothing is remembered by that state and not searched
+    # again, so many alike groups that cannot all fit are refused in
+    # polynomial, not exponential, steps.
+    memo = bool(multi_rcs) or isolate
+    needed = plan.needed_choices if memo else ()
+    dead: set = set()
+    entered = [0] * n  # per level: yields before it was entered
+    yields = 0
+
+    def state(j):
+        placed = frozenset(kv for kv in amounts.items() if kv[1])
+        taken = frozenset(rp for rp, k in in_use.items() if k) if isolate else None
+        return (j, placed, taken, tuple(chosen[m] for m in needed[j]))
+
+    # Depth-first over the slots with an explicit stack of option
+    # iterators: a request may have as many slots as groups and classes,
+    # more than Python's recursion allows.
+    pending: list = [None] * n  # per level: what its choice added
+    steps = 0  # tries since this tree's last candidate
+    levels = [iter(opts[0])]
+    while levels:
+        i = len(levels) - 1
+        slot = slots[i]
+        undo = pending[i]
+        if undo is not None:
+            # Back at this level: take back its previous choice.
+            pending[i] = None
+            if slot.numbered:
+                in_use[chosen[i]] -= 1
+            for k, a in undo:
+                amounts[k] -= a
+        checks = subtree_checks.get(i, ())
+        for rp in levels[i]:
+            steps += 1
+            if steps > budget.tree_steps or budget.work + steps > budget.request_steps:
+                budget.work += steps
+                budget.cut_short = budget.work > budget.request_steps
+                if budget.cut_short:
+                    LOG.warning("candidate search stopped after %d tries in all "
+                                "(%d slots); answering with the %d found",
+                                budget.work, n, budget.found)
+                else:
+                    LOG.warning("candidate search left a tree after %d tries "
+                                "without a candidate (%d slots)", steps, n)
+                return
+            if isolate and slot.numbered and in_use.get(rp):
+                continue
+            added = fits(rp, slot)
+            if added is None:
+                continue
+            chosen[i] = rp
+            if (i == last_unnumbered and not traits_ok(
+                    plan, view, [chosen[j] for j in unnumbered_slots])) or (
+                    checks and not all(subtree_ok(view, chosen, members)
+                                       for members in checks)):
+                for k, a in added:
+                    amounts[k] -= a
+                continue
+            if slot.numbered:
+                in_use[rp] = in_use.get(rp, 0) + 1
+            pending[i] = added
+            break
+        else:
+            levels.pop()
+            if memo and i and yields == entered[i] and len(dead) < MAX_DEAD_ENDS:
+                # Every choice of this level is taken back: the state is
+                # the one it was entered with.
+                dead.add(state(i))
+            continue
+        if i + 1 == n:
+            yields += 1
+            budget.work += steps
+            steps = 0
+            yield tuple(chosen)
+        elif memo:
+            # Until a dead end is found, a search costs no state keys.
+            if not dead or state(i + 1) not in dead:
+                entered[i + 1] = yields
+                levels.append(iter(opts[i + 1]))
+        else:
+            levels.append(iter(opts[i + 1]))
+    budget.work += steps
+
+
+class Watcher:
+    """What the combiner tells an observer about each tree it tries (see
+    candidates/explain.py); the default hears nothing."""
+
+    def tree_unserved(self, anchor: int, slot: int) -> None:
+        """No provider of anchor's tree (nor sharing one) serves `slot`."""
+
+    def tree_combined(self, anchor: int, found: int, older_rule: int) -> None:
+        """The walk over anchor's tree gave `found` candidates; `older_rule`
+        more were refused by the pre-1.29 one-provider-per-tree rule."""
+
+
+QUIET = Watcher()
+
+
+def slice_choices(plan: Plan, sharing: Sharing, part: Slice, budget: Budget,
+                  seen: set, watcher: Watcher = QUIET) -> Iterator[tuple]:
+    """Every candidate of a slice's trees, as the provider chosen per slot
+    (a candidate reached from two trees through a sharing provider comes
+    once: `seen` holds those given so far)."""
+    facts = part.facts
+    view = View(facts, sharing.facts)
+    g = plan.unnumbered
+    # A tree of one provider, with no sharing provider to help and no
+    # numbered group, is a candidate exactly when the SQL returned it.
+    single = g is not None and not sharing.anchors and all(
+        not s.numbered for s in plan.slots)
+    n = len(plan.slots)
+    nested_aware = plan.req.nested_aware
+    for anchor in part.anchors:
+        if single and anchor in facts.alone:
+            budget.found += 1
+            watcher.tree_combined(anchor, 1, 0)
+            yield (anchor,) * n
+            continue
+        opts = options(plan, sharing, facts, anchor)
+        empty = next((i for i, o in enumerate(opts) if not o), None)
+        if empty is not None:
+            watcher.tree_unserved(anchor, empty)
+            continue
+        found = refused = 0
+        for chosen in combine(plan, view, opts, budget):
+            if chosen in seen:
+                continue
+            if not nested_aware and not one_per_tree_ok(plan, view, chosen):
+                refused += 1
+                continue
+            seen.add(chosen)
+            budget.found += 1
+            found += 1
+            yield chosen
+        watcher.tree_combined(anchor, found, refused)
+        if budget.cut_short:
+            return

@@ -1,0 +1,367 @@
+"""The candidate engine's reading side: the only part that runs SQL.
+
+Per slice of trees (a range of root provider ids), one query per request
+group returns the providers that can serve it (capacity, traits,
+aggregates, tree), with the facts the combination step needs as named
+columns; sharing providers are read once per request. What comes back is
+an immutable Facts value (candidates/facts.py).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterator, Optional
+
+from sqlalchemy import and_, bindparam, case, exists, func, or_, select
+from sqlalchemy.engine import Connection
+
+from placement_lite.candidates import filters
+from placement_lite.candidates.facts import (
+    NO_SHARING, Facts, Sharing, Slice)
+from placement_lite.candidates.plan import Plan
+from placement_lite.db import tables as t
+from placement_lite.ledger import capacity
+
+RP = t.resource_providers
+IN_CHUNK = 500
+# Slice statements by request shape (see Reader._built): a busy service
+# sees the same few flavors again and again.
+STATEMENT_CACHE_SIZE = 256
+_STATEMENTS: dict = {}
+_STATEMENTS_LOCK = threading.Lock()
+_SHARING_PROVIDERS = (
+    select(t.resource_provider_traits.c.resource_provider_id)
+    .select_from(t.resource_provider_traits.join(
+        t.traits, t.traits.c.id == t.resource_provider_traits.c.trait_id))
+    .where(t.traits.c.name == filters.SHARING_TRAIT))
+_SLICE = RP.c.root_provider_id.between(bindparam("slice_lo"), bindparam("slice_hi"))
+
+
+def chunks(seq, size=IN_CHUNK):
+    seq = list(seq)
+    for i in range(0, len(seq), size):
+        yield seq[i:i + size]
+
+
+def _columns(result) -> dict:
+    """Column name -> position, read once per result."""
+    return {name: i for i, name in enumerate(result.keys())}
+
+
+class _Draft:
+    """The dicts a Facts value is made of while rows come in."""
+
+    def __init__(self):
+        self.uuid, self.root, self.parent = {}, {}, {}
+        self.trait_flags, self.agg_ok, self.agg_bad = {}, {}, {}
+        self.inventory, self.root_agg_bad, self.rows = {}, {}, {}
+        self.root_ok, self.alone = set(), set()
+
+    def add(self, key, rp: int, root: int) -> None:
+        self.rows.setdefault(key, {}).setdefault(root, []).append(rp)
+
+    def provider(self, rp, root, uuid, parent) -> None:
+        self.uuid[rp] = uuid
+        self.root[rp] = root
+        self.parent[rp] = parent
+
+    def facts(self) -> Facts:
+        return Facts(self.uuid, self.root, self.parent, self.trait_flags,
+                     self.agg_ok, self.agg_bad, self.inventory,
+                     frozenset(self.root_ok), frozenset(self.alone),
+                     self.root_agg_bad, self.rows)
+
+
+class Reader:
+    def __init__(self, conn: Connection, plan: Plan):
+        self.conn = conn
+        self.plan = plan
+        self.has_sharing = False
+
+    # -- statements ---------------------------------------------------------
+
+    def _unnumbered_select(self, where, in_trees: bool):
+        """The unnumbered group's providers in one query, a row each, with
+        the classes they can give and their facts as columns.
+
+        in_trees: the rows are read for their own trees (not as sharing
+        providers of other trees), so the aggregates of their root apply,
+        and, when no sharing provider can help, a provider alone in its
+        tree must carry the whole group itself.
+        """
+        plan = self.plan
+        g = plan.unnumbered
+        lk = plan.lookups
+        inv = t.inventories
+        other = RP.alias("tree_mate")
+        alone = ~exists().where(other.c.root_provider_id == RP.c.root_provider_id,
+                                other.c.id != RP.c.id)
+        wanted = plan.wanted
+        traits = [filters.has_any_trait(RP.c.id, [lk.trait_ids[n] for n in any_of])
+                  for any_of in g.required]
+        cols = [RP.c.id.label("id"), RP.c.root_provider_id.label("root_id"),
+                RP.c.uuid.label("uuid"), RP.c.parent_provider_id.label("parent_id"),
+                case((alone, 1), else_=0).label("alone")]
+        # One pass over the inventory rows of the wanted classes: each row
+        # is checked for capacity once, then folded into a flag per class.
+        cols += [func.max(case((inv.c.resource_class_id == rc, 1), else_=0))
+                 .label(f"rc_{i}") for i, (rc, _amount) in enumerate(wanted)]
+        cols += [case((clause, 1), else_=0).label(f"trait_{i}")
+                 for i, clause in enumerate(traits)]
+        # `+ 0` keeps SQLite from driving the query by the class index
+        # (every provider's row of the class): the slice of trees drives it.
+        conds = [where, or_(*[and_(inv.c.resource_class_id + 0 == rc,
+                                   *filters.capacity_conditions(inv, amount))
+                              for rc, amount in wanted])]
+        conds += filters.trait_clauses(RP.c.id, (), g.forbidden, lk.trait_ids)
+        if g.member_of:
+            ok = [and_(*filters.aggregate_clauses(col, g.member_of, (), lk.agg_ids))
+                  for col in (RP.c.id, RP.c.root_provider_id)]
+            if in_trees:
+                conds.append(or_(ok[0], and_(RP.c.root_provider_id != RP.c.id,
+                                             ok[1])))
+            else:
+                cols.append(case((ok[0], 1), else_=0).label("agg_ok"))
+        if g.forbidden_aggs:
+            bad_ids = filters.known_ids(g.forbidden_aggs, lk.agg_ids)
+            bad = filters.in_any_aggregate(RP.c.id, bad_ids)
+            if in_trees:
+                conds.append(~bad)
+                conds.append(~filters.in_any_aggregate(RP.c.root_provider_id, bad_ids))
+            else:
+                cols.append(case((bad, 1), else_=0).label("agg_bad"))
+        if g.in_tree:
+            conds.append(RP.c.root_provider_id == lk.tree_roots[""])
+        query = (select(*cols)
+                 .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
+                 .where(*conds)
+                 # In the order of the root index, so neither the grouping
+                 # nor the ordering needs a sort.
+                 .group_by(RP.c.root_provider_id, RP.c.id, RP.c.uuid,
+                           RP.c.parent_provider_id)
+                 .order_by(RP.c.root_provider_id, RP.c.id))
+        if in_trees and not self.has_sharing:
+            query = query.having(or_(
+                and_(alone, func.count(inv.c.resource_class_id) == len(wanted),
+                     *traits),
+                ~alone))
+            if traits:
+                # The traits part of that, again per provider: the database
+                # then skips the inventory rows of a lone provider lacking
+                # them (a third of the work on a flat cloud).
+                query = query.where(or_(~alone, and_(*traits)))
+        return query
+
+    def _numbered_select(self, suffix: str, where):
+        lk = self.plan.lookups
+        group = self.plan.req.groups[suffix]
+        conds = [where]
+        conds += filters.capacity_clauses(RP.c.id, group.resources, lk.rc_ids)
+        conds += filters.trait_clauses(RP.c.id, group.required, group.forbidden,
+                                       lk.trait_ids)
+        conds += filters.aggregate_clauses(RP.c.id, group.member_of,
+                                           group.forbidden_aggs, lk.agg_ids)
+        if group.in_tree:
+            conds.append(RP.c.root_provider_id == lk.tree_roots[group.suffix])
+        return select(RP.c.id.label("id"), RP.c.root_provider_id.label("root_id"),
+                      RP.c.uuid.label("uuid"),
+                      RP.c.parent_provider_id.label("parent_id")).where(
+                          *conds).order_by(RP.c.root_provider_id, RP.c.id)
+
+    def _inventory_select(self, where):
+        inv = t.inventories
+        return (select(inv.c.resource_provider_id.label("id"),
+                       inv.c.resource_class_id.label("rc"),
+                       inv.c.total, inv.c.reserved, inv.c.allocation_ratio,
+                       inv.c.max_unit, filters.used_subquery(inv).label("used"))
+                .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
+                .where(where, inv.c.resource_class_id.in_(sorted(self.plan.multi_rcs))))
+
+    def _built(self, key, build, reuse: bool):
+        """Slice statements are re-run with new bounds, within the request
+        and across requests of the same shape (building one costs more
+        than running it); others are built for their single use."""
+        if not reuse:
+            return build()
+        key = (key, self.plan.shape, self.has_sharing)
+        found = _STATEMENTS.get(key)
+        if found is None:
+            found = build()
+            # Writers take the lock so eviction never iterates a dict that
+            # another thread is changing; readers need none.
+            with _STATEMENTS_LOCK:
+                _STATEMENTS[key] = found
+                while len(_STATEMENTS) > STATEMENT_CACHE_SIZE:
+                    del _STATEMENTS[next(iter(_STATEMENTS))]
+        return found
+
+    # -- reading ------------------------------------------------------------
+
+    def _read_rows(self, where, draft: _Draft, sharing: Sharing,
+                   in_trees: bool = True, params=None) -> bool:
+        """Read the providers serving each group; False when, reading the
+        trees of a slice, some slot has none there and no sharing provider
+        either (the slice has no candidate; the rest is not read)."""
+        plan = self.plan
+        g = plan.unnumbered
+        reuse = params is not None
+        if g is not None:
+            query = self._built(("unnumbered", in_trees),
+                                lambda: self._unnumbered_select(where, in_trees), reuse)
+            result = self.conn.execute(query, params or {})
+            col = _columns(result)
+            i_id, i_root, i_uuid, i_parent, i_alone = (
+                col["id"], col["root_id"], col["uuid"], col["parent_id"], col["alone"])
+            flag_cols = [(col[f"rc_{i}"], ("", rc))
+                         for i, (rc, _a) in enumerate(plan.wanted)]
+            trait_cols = [col[f"trait_{i}"] for i in range(len(g.required))]
+            i_ok, i_bad = col.get("agg_ok"), col.get("agg_bad")
+            for row in result.all():
+                rp, root = row[i_id], row[i_root]
+                draft.provider(rp, root, row[i_uuid], row[i_parent])
+                if row[i_alone]:
+                    draft.alone.add(rp)
+                for pos, key in flag_cols:
+                    if row[pos]:
+                        draft.add(key, rp, root)
+                if trait_cols:
+                    draft.trait_flags[rp] = tuple(bool(row[p]) for p in trait_cols)
+                if i_ok is not None:
+                    draft.agg_ok[rp] = bool(row[i_ok])
+                if i_bad is not None:
+                    draft.agg_bad[rp] = bool(row[i_bad])
+            if in_trees and any(key not in draft.rows and key not in sharing.by_key
+                                for _pos, key in flag_cols):
+                return False
+        for suffixes in plan.alike_numbered:
+            for suffix in suffixes:
+                draft.rows.setdefault(suffix, {})
+            query = self._built(("numbered", suffixes[0]),
+                                lambda: self._numbered_select(suffixes[0], where),
+                                reuse)
+            result = self.conn.execute(query, params or {})
+            col = _columns(result)
+            i_id, i_root, i_uuid, i_parent = (
+                col["id"], col["root_id"], col["uuid"], col["parent_id"])
+            rows = result.all()
+            if not rows and in_trees and suffixes[0] not in sharing.by_key:
+                return False
+            for row in rows:
+                rp, root = row[i_id], row[i_root]
+                draft.provider(rp, root, row[i_uuid], row[i_parent])
+                for suffix in suffixes:
+                    draft.add(suffix, rp, root)
+        return True
+
+    def _read_inventory(self, where, draft: _Draft, params=None) -> None:
+        if not self.plan.multi_rcs:
+            return
+        query = self._built("inventory", lambda: self._inventory_select(where),
+                            params is not None)
+        for row in self.conn.execute(query, params or {}):
+            draft.inventory[(row.id, row.rc)] = (
+                int(capacity.capacity_from(row.total, row.reserved,
+                                           row.allocation_ratio)),
+                int(row.used or 0), row.max_unit)
+
+    def _read_roots(self, lo: int, hi: int, draft: _Draft) -> None:
+        """Anchor facts: root_required, and the unnumbered group's forbidden
+        aggregates on roots (which span their trees, and keep sharing
+        providers out of them)."""
+        plan = self.plan
+        lk = plan.lookups
+        g = plan.unnumbered
+        bad = g is not None and g.forbidden_aggs
+        cols = [RP.c.id.label("id")]
+        conds = [RP.c.id.between(lo, hi), RP.c.id == RP.c.root_provider_id]
+        required = [{n} for n in plan.req.root_required]
+        conds += filters.trait_clauses(RP.c.id, required, plan.req.root_forbidden,
+                                       lk.trait_ids)
+        if bad:
+            cols.append(case((filters.in_any_aggregate(
+                RP.c.id, filters.known_ids(g.forbidden_aggs, lk.agg_ids)), 1),
+                else_=0).label("agg_bad"))
+        for row in self.conn.execute(select(*cols).where(*conds)):
+            draft.root_ok.add(row.id)
+            if bad:
+                draft.root_agg_bad[row.id] = bool(row.agg_bad)
+
+    def _read_parents(self, draft: _Draft, known: dict) -> None:
+        """Complete the parent links of the providers read so far with
+        their ancestors that serve no group (for same_subtree)."""
+        while True:
+            missing = {p for p in draft.parent.values()
+                       if p is not None and p not in draft.parent and p not in known}
+            if not missing:
+                return
+            for part in chunks(sorted(missing)):
+                for row in self.conn.execute(select(
+                        RP.c.id, RP.c.parent_provider_id).where(RP.c.id.in_(part))):
+                    draft.parent[row.id] = row.parent_provider_id
+
+    def sharing(self) -> Sharing:
+        """The sharing providers able to serve some slot, and the trees
+        each of them serves."""
+        ids = list(self.conn.scalars(_SHARING_PROVIDERS))
+        if not ids:
+            return NO_SHARING
+        draft = _Draft()
+        for part in chunks(ids):
+            self._read_rows(RP.c.id.in_(part), draft, NO_SHARING, in_trees=False)
+        by_key = {key: {rp for rps in roots.values() for rp in rps}
+                  for key, roots in draft.rows.items()}
+        eligible = set().union(*by_key.values()) if by_key else set()
+        if not eligible:
+            return Sharing(draft.facts(), {}, {})
+        for part in chunks(sorted(eligible)):
+            self._read_inventory(RP.c.id.in_(part), draft)
+        rpa = t.resource_provider_aggregates
+        other = rpa.alias("other")
+        member = RP.alias("member")
+        anchors: dict = {}
+        for part in chunks(sorted(eligible)):
+            query = (select(rpa.c.resource_provider_id.label("sharing"),
+                            member.c.root_provider_id.label("anchor"))
+                     .select_from(rpa.join(other, other.c.aggregate_id == rpa.c.aggregate_id)
+                                  .join(member, member.c.id == other.c.resource_provider_id))
+                     .where(rpa.c.resource_provider_id.in_(part)).distinct())
+            for row in self.conn.execute(query):
+                anchors.setdefault(row.anchor, set()).add(row.sharing)
+        for ss in eligible:
+            anchors.setdefault(draft.root[ss], set()).add(ss)
+        if self.plan.need_parents:
+            self._read_parents(draft, {})
+        self.has_sharing = True
+        return Sharing(draft.facts(), by_key, anchors)
+
+    def bounds(self) -> Optional[tuple]:
+        """The lowest and highest provider id, or None with no provider."""
+        # Two queries: SQLite answers min() or max() from the index alone,
+        # but scans the table for both at once.
+        lo = self.conn.execute(select(func.min(RP.c.id))).scalar()
+        if lo is None:
+            return None
+        return lo, self.conn.execute(select(func.max(RP.c.id))).scalar()
+
+    def slice(self, lo: int, hi: int, sharing: Sharing) -> Optional[Slice]:
+        """The facts of the trees rooted in [lo, hi]; None when some slot
+        has no provider there (nor a sharing one)."""
+        plan = self.plan
+        draft = _Draft()
+        params = {"slice_lo": lo, "slice_hi": hi}
+        if not self._read_rows(_SLICE, draft, sharing, params=params):
+            return None
+        anchors = set()
+        for rows in draft.rows.values():
+            anchors.update(rows)
+        anchors.update(a for a in sharing.anchors if lo <= a <= hi)
+        offered = frozenset(anchors)
+        if anchors:
+            self._read_inventory(_SLICE, draft, params=params)
+            g = plan.unnumbered
+            if plan.req.root_required or plan.req.root_forbidden or (
+                    sharing.anchors and g is not None and g.forbidden_aggs):
+                self._read_roots(lo, hi, draft)
+                anchors &= draft.root_ok
+            if plan.need_parents:
+                self._read_parents(draft, sharing.facts.parent)
+        return Slice(lo, hi, draft.facts(), tuple(sorted(anchors)), offered)
