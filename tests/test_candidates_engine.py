@@ -13,6 +13,7 @@ from sqlalchemy import delete, insert
 from placement_lite.candidates import combiner, engine
 from placement_lite.candidates.facts import Facts
 from placement_lite.candidates.plan import Lookups, Plan
+from placement_lite.candidates.reader import Reader
 from placement_lite.api.provider_filters import query_dialect
 from placement_lite.candidates.query import (
     CandidateRequest, RequestGroup, parse_candidate_request)
@@ -495,3 +496,24 @@ def test_engine_matches_brute_force(shared_db, world, request):
         (f"holder-{a}", None, {}, [], [a], {}) for a in AGGS
         if a not in {x for p in world for x in p[4]}], req)
     assert got == expected
+    # The combiner alone, over the facts the reader gives for every tree
+    # at once (no orchestrator, no slicing), agrees too.
+    with shared_db.read() as conn:
+        plan = Plan(req, engine.resolve(conn, req))
+        read = Reader(conn, plan)
+        sharing = read.sharing()
+        lo, hi = read.bounds()
+        part = read.slice(lo, hi, sharing)
+    choices = list(combiner.slice_choices(plan, sharing, part, combiner.Budget(),
+                                          set())) if part else []
+    combined = set()
+    for chosen in choices:
+        amounts, mappings = {}, {}
+        for slot, rp in zip(plan.slots, chosen):
+            for rc, a in slot.resources.items():
+                key = (names[rp], result.class_names[rc])
+                amounts[key] = amounts.get(key, 0) + a
+            mappings.setdefault(slot.suffix, set()).add(names[rp])
+        combined.add((frozenset(amounts.items()),
+                      frozenset((k, frozenset(v)) for k, v in mappings.items())))
+    assert combined == expected and len(choices) == len(expected)
