@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from placement_lite import logs
+from placement_lite import errors, logs
 from placement_lite.config import load_settings
 
 
@@ -326,7 +326,7 @@ def _quota_enforcement(settings, args) -> int:
             before, after = enforce.change(
                 database, None if args.set_enforce is None else args.set_enforce == "on",
                 args.set_model)
-        except enforce.ModelDoesNotFit as exc:
+        except errors.ModelDoesNotFit as exc:
             print(f"placement-lite: {exc}", file=sys.stderr)
             return 1
         print(f"quota enforcement: {before.summary()} -> {after.summary()}")

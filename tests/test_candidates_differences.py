@@ -8,7 +8,7 @@ import pytest
 from placement_lite.candidates import engine
 from placement_lite.candidates.request import (
     parse_candidate_request, parse_provider_filters)
-from placement_lite.ledger.errors import Invalid
+from placement_lite.errors import Invalid
 from tests.backends import fresh_database
 from tests.candidates_world import World
 

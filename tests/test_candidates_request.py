@@ -3,7 +3,7 @@ import pytest
 
 from placement_lite.candidates.request import (
     Features, parse_candidate_request, parse_provider_filters)
-from placement_lite.ledger.errors import Invalid
+from placement_lite.errors import Invalid
 
 AGG1 = "11111111-1111-1111-1111-111111111111"
 AGG2 = "22222222-2222-2222-2222-222222222222"

@@ -22,9 +22,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
 from placement_lite.db.engine import Database
-from placement_lite.ledger import allocations, errors, usages
+from placement_lite.ledger import allocations, usages
 from placement_lite.ledger.allocations import ConsumerWrite
 from tests import factories
 

@@ -6,8 +6,9 @@ import uuid
 import pytest
 from sqlalchemy import event, func, select
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import allocations, consumers, errors, usages
+from placement_lite.ledger import allocations, consumers, usages
 from placement_lite.ledger.allocations import ConsumerWrite
 from tests import factories
 

@@ -7,9 +7,10 @@ import uuid
 import pytest
 from sqlalchemy import insert, select
 
+from placement_lite import errors
 from placement_lite.db import tables as t
 from placement_lite.ledger import (
-    aggregates, errors, inventories, providers, resource_classes, traits)
+    aggregates, inventories, providers, resource_classes, traits)
 
 
 def _new(db, name, parent_uuid=None):

@@ -18,10 +18,11 @@ import uuid
 import pytest
 from sqlalchemy import event, func, select
 
+from placement_lite import errors
 from placement_lite.config import Settings
 from placement_lite.db import tables as t
 from placement_lite.db.engine import Database
-from placement_lite.ledger import allocations, errors
+from placement_lite.ledger import allocations
 from placement_lite.quota import catalog, enforce, limits, projects
 from tests import factories
 

@@ -8,10 +8,10 @@ import datetime as dt
 import pytest
 from sqlalchemy import func, select
 
+from placement_lite import errors
 from placement_lite.api.lease import lease_request
 from placement_lite.config import Settings
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
 from placement_lite.quota import catalog, enforce, lease, limits, models, projects
 
 START = dt.datetime(2030, 1, 1)

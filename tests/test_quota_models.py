@@ -11,8 +11,9 @@ import uuid
 
 import pytest
 
+from placement_lite import errors
 from placement_lite.config import Settings
-from placement_lite.ledger import allocations, errors
+from placement_lite.ledger import allocations
 from placement_lite.quota import catalog, enforce, limits, models, projects
 from tests import factories
 
@@ -178,14 +179,14 @@ def test_strict_children_may_overcommit_the_parent(tree):
 
 
 def test_strict_limit_validation(tree):
-    with pytest.raises(limits.InvalidLimit, match="above its parent"):
+    with pytest.raises(errors.InvalidLimit, match="above its parent"):
         tree.limit("B", VCPU, 21)
     # -1 is unlimited, so it is above any finite parent limit.
-    with pytest.raises(limits.InvalidLimit, match="above its parent"):
+    with pytest.raises(errors.InvalidLimit, match="above its parent"):
         tree.limit("B", VCPU, -1)
     b = tree.limit("B", VCPU, 15)
     # A cannot drop below an explicit child limit...
-    with pytest.raises(limits.InvalidLimit, match="below the limit of 15"):
+    with pytest.raises(errors.InvalidLimit, match="below the limit of 15"):
         tree.set_limit(tree.a_limit, 14)
     # ...but may become unlimited, and then the child may too.
     tree.set_limit(tree.a_limit, -1)
@@ -194,13 +195,13 @@ def test_strict_limit_validation(tree):
 
 
 def test_strict_trees_are_two_levels_deep(tree):
-    with pytest.raises(projects.TreeTooDeep):
+    with pytest.raises(errors.TreeTooDeep):
         tree.project("B1", parent="B")
     # A domain is not a level: domain -> project -> child is fine.
     tree.project("dom", is_domain=True)
     tree.project("top", domain="dom")
     tree.project("kid", parent="top")
-    with pytest.raises(projects.TreeTooDeep):
+    with pytest.raises(errors.TreeTooDeep):
         tree.project("grandkid", parent="kid")
 
 
@@ -212,7 +213,7 @@ def test_strict_domain_limit_caps_its_top_level_projects(db):
     w.limit("dom", VCPU, 30, domain=True)
     w.limit("top", VCPU, 30)
     w.project("top2", domain="dom")
-    with pytest.raises(limits.InvalidLimit,
+    with pytest.raises(errors.InvalidLimit,
                        match="above its parent domain dom's limit of 30"):
         w.limit("top2", VCPU, 31)
 

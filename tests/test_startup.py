@@ -14,6 +14,7 @@ import uuid
 import falcon.testing
 import pytest
 
+from placement_lite import errors
 from placement_lite.app import create_app
 from placement_lite.config import Settings, load_settings
 from placement_lite.quota import enforce
@@ -370,7 +371,7 @@ def test_a_model_the_stored_tree_breaks_is_refused():
             made = client.simulate_post("/v3/projects", headers=ADMIN,
                                         json={"project": project})
             assert made.status_code == 201, made.text
-        with pytest.raises(enforce.ModelDoesNotFit, match=r"Project c is at depth 3"):
+        with pytest.raises(errors.ModelDoesNotFit, match=r"Project c is at depth 3"):
             enforce.change(db, model="strict_two_level")
         with db.read() as conn:
             assert enforce.stored(conn).model == "flat"
@@ -397,7 +398,7 @@ def test_a_model_the_stored_limits_break_is_refused():
             {"project_id": "b", "service_id": svc["service"]["id"],
              "resource_name": "class:VCPU", "resource_limit": 9}]})
         assert made.status_code == 201, made.text
-        with pytest.raises(enforce.ModelDoesNotFit, match="do not fit the "
+        with pytest.raises(errors.ModelDoesNotFit, match="do not fit the "
                            "strict_two_level model"):
             enforce.change(db, model="strict_two_level")
 

@@ -6,12 +6,12 @@ import re
 import uuid as uuidlib
 from typing import Any, Mapping
 
+from placement_lite import errors as lerrors
 from placement_lite.api import errors, render, request
 from placement_lite.api.microversion import at_least, fields_at, versioned
 from placement_lite.api.phrases import prefixed
 from placement_lite.api.schemas import allocations as schema
 from placement_lite.ledger import allocations
-from placement_lite.ledger import errors as lerrors
 from placement_lite.ledger.allocations import UNCHECKED, ConsumerWrite
 from placement_lite.ledger.consumers import UNKNOWN_TYPE
 

@@ -26,9 +26,9 @@ import falcon
 from falcon.util import mediatypes
 from sqlalchemy.exc import DBAPIError
 
+from placement_lite import errors as lerr
 from placement_lite.api import echo
 from placement_lite.db.engine import is_retryable_db_error
-from placement_lite.ledger import errors as lerr
 
 LOG = logging.getLogger(__name__)
 DEFAULT_CODE = lerr.DEFAULT_CODE
@@ -68,7 +68,7 @@ _DOMAIN_STATUS = [
 ]
 
 
-def from_domain(exc: lerr.LedgerError) -> ApiError:
+def from_domain(exc: lerr.DomainError) -> ApiError:
     for cls, status in _DOMAIN_STATUS:
         if isinstance(exc, cls):
             extra = {}
@@ -241,7 +241,7 @@ def install(app: falcon.App, code_always: frozenset = frozenset()) -> None:
     """`code_always`: route templates whose errors carry `code` at any
     microversion."""
     app.add_error_handler(Exception, handle_unexpected)
-    app.add_error_handler(lerr.LedgerError, handle_domain_error)
+    app.add_error_handler(lerr.DomainError, handle_domain_error)
     app.add_error_handler(DBAPIError, handle_db_error)
     app.add_error_handler(falcon.HTTPRouteNotFound, handle_route_not_found)
     app.set_error_serializer(functools.partial(serialize, code_always=code_always))

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import falcon
 
+from placement_lite import errors
 from placement_lite.api import render, request
 from placement_lite.api.phrases import prefixed
 from placement_lite.api.resource_providers import exists_before_body
 from placement_lite.api.microversion import VersionedTable, at_least
 from placement_lite.api.schemas import inventories as schema
-from placement_lite.ledger import errors, inventories, providers
+from placement_lite.ledger import inventories, providers
 
 # DELETE of the whole collection arrived in 1.5; before it the method is
 # simply not there (405, as Placement answers).
@@ -152,7 +153,7 @@ class Inventory:
                 conn, provider, inv, data["resource_provider_generation"])
             return inventories.get_inventory(conn, provider, resource_class), generation
 
-        with prefixed((inventories.NoInventoryRecord, ""),
+        with prefixed((errors.NoInventoryRecord, ""),
                       (errors.Invalid, "Unable to update inventory for "
                        f"resource provider {uuid}: ")):
             inv, generation = self.services.db.run_write(change)

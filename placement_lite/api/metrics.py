@@ -26,7 +26,7 @@ from typing import Iterable, Optional
 import falcon
 from sqlalchemy.exc import SQLAlchemyError
 
-from placement_lite.db.engine import RetryableError
+from placement_lite.errors import RetryableError
 from placement_lite.api.auth import READS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from placement_lite.ledger import errors
+from placement_lite import errors
 
 
 @contextmanager
@@ -21,7 +21,7 @@ def prefixed(*rules: tuple[type, str]) -> Iterator[None]:
     detail."""
     try:
         yield
-    except errors.LedgerError as exc:
+    except errors.DomainError as exc:
         for kind, prefix in rules:
             if isinstance(exc, kind):
                 exc.detail = prefix + exc.detail

@@ -23,6 +23,7 @@ from jsonschema import Draft7Validator, FormatChecker
 
 from placement_lite.api import errors
 from placement_lite.api.echo import quote, quote_str
+from placement_lite.errors import DuplicateQueryKey
 
 MAX_JSON_DEPTH = 32
 # Every integer column is at most 64 bits wide; a wider number reaching
@@ -341,9 +342,7 @@ def query(req: falcon.Request, schema: Mapping | None = None,
         if name in multi:
             params[name] = value if isinstance(value, list) else [value]
         elif isinstance(value, list):
-            raise errors.bad_request(
-                f"{PHRASE_QUERY}: {quote_str(name, 60)} may appear only once.",
-                code="placement.query.duplicate_key")
+            raise errors.from_domain(DuplicateQueryKey(name))
         else:
             params[name] = value
     if schema is not None:

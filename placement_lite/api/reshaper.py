@@ -1,12 +1,13 @@
 """POST /reshaper (1.30)."""
 from __future__ import annotations
 
+from placement_lite import errors
 from placement_lite.api import render, request
 from placement_lite.api.allocations import consumer_write
 from placement_lite.api.microversion import versioned
 from placement_lite.api.phrases import prefixed
 from placement_lite.api.schemas import reshaper as schema
-from placement_lite.ledger import errors, inventories, reshaper
+from placement_lite.ledger import inventories, reshaper
 
 
 class Reshaper:

@@ -7,11 +7,11 @@ from typing import Any, Callable
 
 import falcon
 
+from placement_lite import errors as lerrors
 from placement_lite.api import provider_filters, render, request
 from placement_lite.api.microversion import (
     VersionedTable, at_least, fields_at, v)
 from placement_lite.api.schemas import resource_providers as schema
-from placement_lite.ledger import errors as lerrors
 from placement_lite.ledger import providers
 
 LINKS = [("self", "", "1.0"), ("inventories", "/inventories", "1.0"),

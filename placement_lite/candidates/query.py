@@ -4,7 +4,7 @@ Input is the query string as a mapping of name -> list of values (every
 value a parameter was given, in order) and the microversion as a
 (major, minor) tuple. Output is a CandidateRequest: the request groups by
 suffix ('' for the unnumbered group) plus the request-wide parameters.
-Malformed input raises ledger.errors.Invalid (a 400), with the same
+Malformed input raises an errors.QueryError (a 400), with the same
 messages whether the parameters came to GET /allocation_candidates or to
 GET /resource_providers, which parse their filters here too.
 """
@@ -15,13 +15,7 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
 
-from placement_lite.ledger.errors import DEFAULT_CODE, Invalid
-
-# Placement tags only some of these 400s with a specific code; the rest
-# carry the undefined code, and so do ours.
-QUERYPARAM_BAD_VALUE = "placement.query.bad_value"
-QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
-DUPLICATE_QUERYPARAM = "placement.query.duplicate_key"
+from placement_lite import errors
 
 # Where each part of the language starts: the parser asks Features, never
 # compares version numbers itself.
@@ -141,8 +135,10 @@ class CandidateRequest:
         return uuids
 
 
-def _bad(detail: str, code: str = DEFAULT_CODE) -> Invalid:
-    return Invalid(detail, code=code)
+def _bad(detail: str, kind: type = errors.InvalidQuery) -> errors.QueryError:
+    """A malformed query (400). Placement gives only some of these a code
+    of their own; `kind` names the condition for those."""
+    return kind(detail)
 
 
 def is_uuid(value: str) -> bool:
@@ -179,7 +175,7 @@ def _check_terms(count: int, key: str, what: str) -> None:
     if count > MAX_GROUP_TERMS:
         raise _bad(f"Invalid query string parameters: at most "
                    f"{MAX_GROUP_TERMS} distinct {what} are allowed in "
-                   f"{key}; got {count}.", QUERYPARAM_BAD_VALUE)
+                   f"{key}; got {count}.", errors.QueryBadValue)
 
 
 def _where(key: str, base: str) -> str:
@@ -316,8 +312,7 @@ def _single(params: Mapping[str, Sequence[str]], key: str) -> Optional[str]:
     if not values:
         return None
     if len(values) > 1:
-        raise _bad(f"Query parameter {key!r} may be specified only once.",
-                   code=DUPLICATE_QUERYPARAM)
+        raise errors.DuplicateQueryKey(key)
     return values[0]
 
 
@@ -350,7 +345,7 @@ def parse_groups(params: Mapping[str, Sequence[str]], feats: Features) -> dict:
     if len(suffixes) > MAX_REQUEST_GROUPS:
         raise _bad(f"Invalid query string parameters: at most "
                    f"{MAX_REQUEST_GROUPS} request groups are allowed in one "
-                   f"request; got {len(suffixes)}.", QUERYPARAM_BAD_VALUE)
+                   f"request; got {len(suffixes)}.", errors.QueryBadValue)
     groups: dict[str, RequestGroup] = {}
     for key in params:
         match = pattern.match(key)
@@ -403,17 +398,17 @@ def _check_resourceless(groups: Mapping[str, RequestGroup],
     resourceless = [s for s, g in groups.items() if not g.resources]
     if len(resourceless) == len(groups):
         raise _bad("There must be at least one resources or resources[$S] "
-                   "parameter.", QUERYPARAM_MISSING_VALUE)
+                   "parameter.", errors.QueryMissingValue)
     in_subtrees = set().union(*same_subtrees) if same_subtrees else set()
     bad = [s for s in resourceless if s not in in_subtrees]
     if bad:
         raise _bad("Resourceless suffixed group request should be specified "
                    f"in `same_subtree` query param: bad group(s) - {bad}.",
-                   QUERYPARAM_BAD_VALUE)
+                   errors.QueryBadValue)
     unknown = sorted(s for s in in_subtrees if s not in groups)
     if unknown:
         raise _bad("Real suffixes should be specified in `same_subtree`: "
-                   f"{unknown} not found in {list(groups)}.", QUERYPARAM_BAD_VALUE)
+                   f"{unknown} not found in {list(groups)}.", errors.QueryBadValue)
 
 
 def parse_candidate_request(params: Mapping[str, Sequence[str]],
@@ -441,7 +436,7 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
         if conflicts:
             raise _bad("Conflicting required and forbidden traits found in "
                        f"root_required: {', '.join(sorted(conflicts))}",
-                       QUERYPARAM_BAD_VALUE)
+                       errors.QueryBadValue)
 
     same_subtrees: list = []
     if feats.same_subtree:
@@ -449,7 +444,7 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
             suffixes = {s.strip() for s in value.split(",")}
             if "" in suffixes:
                 raise _bad("Empty string (unsuffixed group) can not be "
-                           "specified in `same_subtree`.", QUERYPARAM_BAD_VALUE)
+                           "specified in `same_subtree`.", errors.QueryBadValue)
             same_subtrees.append(suffixes)
         _check_resourceless(groups, same_subtrees)
     else:

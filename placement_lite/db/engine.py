@@ -25,6 +25,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from placement_lite.errors import OutcomeUnknown, RetryableError
+
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -34,14 +36,6 @@ T = TypeVar("T")
 _MYSQL_RETRY_CODES = {1205, 1213}
 # PostgreSQL SQLSTATEs: serialization_failure, deadlock_detected.
 _PG_RETRY_STATES = {"40001", "40P01"}
-
-
-class RetryableError(Exception):
-    """Raised by domain code when a fresh transaction may succeed.
-
-    `run_write` catches it (and database lock/deadlock errors) and runs the
-    whole unit of work again in a new transaction.
-    """
 
 
 def is_retryable_db_error(exc: BaseException) -> bool:
@@ -188,8 +182,6 @@ class Database:
             except DBAPIError as exc:
                 if not exc.connection_invalidated:
                     raise
-                # Imported here: ledger.errors imports this module.
-                from placement_lite.ledger.errors import OutcomeUnknown
                 LOG.error("connection lost during COMMIT: the outcome of this "
                           "write is unknown (%s)", exc.orig)
                 raise OutcomeUnknown(

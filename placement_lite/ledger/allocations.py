@@ -32,9 +32,10 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Connection
 
+from placement_lite import errors
 from placement_lite.db import tables as t
 from placement_lite.ledger import (
-    capacity, consumers, errors, lookup, providers, resource_classes)
+    capacity, consumers, lookup, providers, resource_classes)
 
 # Marks a write that does not check the consumer generation (before 1.28).
 UNCHECKED = object()

@@ -10,8 +10,8 @@ from typing import Mapping, Optional
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
 
 
 def usage(conn: Connection, provider_ids) -> dict[tuple[int, int], int]:

@@ -19,8 +19,8 @@ from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
 
 # Placement's owner for allocations written before 1.8 made project and
 # user mandatory.

@@ -16,8 +16,9 @@ from typing import Mapping, Optional
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import capacity, errors, resource_classes
+from placement_lite.ledger import capacity, resource_classes
 from placement_lite.ledger.providers import Provider, bump_generation, utcnow
 
 _inv = t.inventories
@@ -26,14 +27,6 @@ DEFAULTS = {"reserved": 0, "min_unit": 1, "max_unit": MAX_INT,
             "step_size": 1, "allocation_ratio": 1.0}
 FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
           "allocation_ratio")
-
-
-class InventoryNotFound(errors.NotFound):
-    pass
-
-
-class NoInventoryRecord(errors.Invalid):
-    """An update names a class the provider has no inventory of (400)."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +117,7 @@ def get_inventory(conn: Connection, provider: Provider,
                   resource_class: str) -> Inventory:
     found = get_inventories(conn, provider).get(resource_class)
     if found is None:
-        raise InventoryNotFound(
+        raise errors.InventoryNotFound(
             f"No inventory of class {resource_class} for {provider.uuid}.")
     return found
 
@@ -236,9 +229,9 @@ def update_inventory(conn: Connection, provider: Provider, inv: Inventory,
     """Change one class's existing inventory; Invalid (400) if absent,
     ResourceClassNotFound (404, as Placement answers) for an unknown class."""
     resource_classes.ids_for(conn, [inv.resource_class],
-                             error=resource_classes.ResourceClassNotFound)
+                             error=errors.ResourceClassNotFound)
     if inv.resource_class not in get_inventories(conn, provider):
-        raise NoInventoryRecord(
+        raise errors.NoInventoryRecord(
             f"No inventory record with resource class for resource provider "
             f"{provider.uuid}: No inventory of class {inv.resource_class} "
             "found. Create it with POST, or PUT the whole inventory.")
@@ -250,7 +243,7 @@ def delete_inventory(conn: Connection, provider: Provider,
                      generation: Optional[int] = None) -> int:
     """Remove one class's inventory; 404 if absent, 409 while allocated."""
     if resource_class not in get_inventories(conn, provider):
-        raise InventoryNotFound(
+        raise errors.InventoryNotFound(
             f"No inventory of class {resource_class} found for delete on "
             f"resource provider {provider.uuid}.")
     return _apply(conn, provider, {resource_class: None}, generation, True)

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.schema import Column, Table
 
-from placement_lite.ledger import errors
+from placement_lite import errors
 
 
 # Keyed by names, not by the columns themselves: columns overload `==`

@@ -18,8 +18,8 @@ from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
 
 _rp = t.resource_providers
 _root = _rp.alias("root")

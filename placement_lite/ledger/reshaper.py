@@ -29,8 +29,9 @@ from typing import Iterable, Mapping
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import allocations, errors
+from placement_lite.ledger import allocations
 from placement_lite.ledger import inventories as inv_mod
 from placement_lite.ledger import providers
 from placement_lite.ledger.allocations import ClaimCheck, ConsumerWrite
@@ -45,10 +46,9 @@ class ProviderInventories:
 def _provider(conn: Connection, uuid: str) -> providers.Provider:
     found = providers.find_by_uuid(conn, uuid)
     if found is None:
-        raise errors.Invalid(
+        raise errors.ReshapeProviderNotFound(
             f"Resource provider {uuid} in inventories not found: No resource "
-            f"provider with uuid {uuid} found. Create it before reshaping.",
-            code="placement.resource_provider.not_found")
+            f"provider with uuid {uuid} found. Create it before reshaping.")
     return found
 
 

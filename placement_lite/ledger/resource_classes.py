@@ -13,15 +13,12 @@ from sqlalchemy import delete, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors, lookup
+from placement_lite.ledger import lookup
 from placement_lite.ledger.providers import utcnow
 
 _rc = t.resource_classes
-
-
-class ResourceClassNotFound(errors.NotFound):
-    pass
 
 
 @dataclass(frozen=True)
@@ -54,10 +51,10 @@ def find(conn: Connection, name: str) -> Optional[ResourceClass]:
 
 
 def get(conn: Connection, name: str) -> ResourceClass:
-    """The class named `name`; ResourceClassNotFound (404) if none."""
+    """The class named `name`; errors.ResourceClassNotFound (404) if none."""
     found = find(conn, name)
     if found is None:
-        raise ResourceClassNotFound(f"No such resource class {name}.")
+        raise errors.ResourceClassNotFound(f"No such resource class {name}.")
     return found
 
 

@@ -11,17 +11,14 @@ from sqlalchemy import delete, exists, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors, lookup
+from placement_lite.ledger import lookup
 from placement_lite.ledger.providers import Provider, bump_generation
 
 _tr = t.traits
 _rpt = t.resource_provider_traits
 CUSTOM_PREFIX = "CUSTOM_"
-
-
-class TraitNotFound(errors.NotFound):
-    pass
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ def find(conn: Connection, name: str) -> Optional[Trait]:
 def get(conn: Connection, name: str) -> Trait:
     found = find(conn, name)
     if found is None:
-        raise TraitNotFound(f"No such trait(s): {name}.")
+        raise errors.TraitNotFound(f"No such trait(s): {name}.")
     return found
 
 

@@ -12,22 +12,14 @@ from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
-
-
-class CatalogNotFound(errors.NotFound):
-    code = "placement.quota.catalog_not_found"
-
-
-class CatalogInUse(errors.Conflict):
-    code = "placement.quota.catalog_in_use"
 
 
 def _one(conn, table, ident, what):
     row = conn.execute(select(table).where(table.c.id == ident)).mappings().first()
     if row is None:
-        raise CatalogNotFound(f"No {what} with id {ident} exists.")
+        raise errors.CatalogNotFound(f"No {what} with id {ident} exists.")
     return dict(row)
 
 
@@ -72,7 +64,7 @@ def delete_service(conn: Connection, ident: str) -> None:
     get_service(conn, ident)
     for table in (t.registered_limits, t.project_limits):
         if conn.scalar(select(exists().where(table.c.service_id == ident))):
-            raise CatalogInUse(f"Service {ident} has limits; delete them first.")
+            raise errors.CatalogInUse(f"Service {ident} has limits; delete them first.")
     conn.execute(delete(t.quota_endpoints).where(
         t.quota_endpoints.c.service_id == ident))
     conn.execute(delete(t.quota_services).where(t.quota_services.c.id == ident))
@@ -103,11 +95,12 @@ def delete_region(conn: Connection, ident: str) -> None:
     get_region(conn, ident)
     for table in (t.registered_limits, t.project_limits, t.quota_endpoints):
         if conn.scalar(select(exists().where(table.c.region_id == ident))):
-            raise CatalogInUse(
+            raise errors.CatalogInUse(
                 f"Region {ident} has endpoints or limits; delete them first.")
     if conn.scalar(select(exists().where(
             t.quota_regions.c.parent_region_id == ident))):
-        raise CatalogInUse(f"Region {ident} has child regions; delete them first.")
+        raise errors.CatalogInUse(
+            f"Region {ident} has child regions; delete them first.")
     conn.execute(delete(t.quota_regions).where(t.quota_regions.c.id == ident))
 
 

@@ -26,9 +26,8 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.db.engine import RetryableError
-from placement_lite.ledger import errors
 from placement_lite.quota import limits as lim
 from placement_lite.quota import models, projects, usage
 
@@ -91,7 +90,7 @@ def reconcile(db, settings, strict: bool = True) -> Enforcement:
         except IntegrityError:
             # Another process started at the same moment and stored its
             # own; read that one in a new transaction.
-            raise RetryableError("quota enforcement stored concurrently")
+            raise errors.RetryableError("quota enforcement stored concurrently")
         return wanted
 
     found = db.run_write(work)
@@ -150,12 +149,8 @@ def change(db, enforce: Optional[bool] = None,
     return db.run_write(work)
 
 
-class ModelDoesNotFit(errors.Invalid):
-    code = "placement.quota.model_does_not_fit"
-
-
 def _fits(conn: Connection, model: models.Model) -> None:
-    """Raise ModelDoesNotFit if the stored tree or limits break `model`."""
+    """Raise errors.ModelDoesNotFit if the stored tree or limits break `model`."""
     if model.max_depth is not None:
         P = t.projects
         for row in conn.execute(select(P.c.id).where(
@@ -163,15 +158,15 @@ def _fits(conn: Connection, model: models.Model) -> None:
             project = projects.by_ids(conn, [row.id])[row.id]
             level = projects.depth(conn, project)
             if level > model.max_depth:
-                raise ModelDoesNotFit(
+                raise errors.ModelDoesNotFit(
                     f"Project {project.external_id} is at depth {level}; the "
                     f"{model.name} model allows project trees at most "
                     f"{model.max_depth} levels deep. Move or delete it first.")
     rows = [dict(r._mapping) for r in conn.execute(select(t.project_limits))]
     try:
         model.validate_limits(conn, rows)
-    except lim.InvalidLimit as exc:
-        raise ModelDoesNotFit(
+    except errors.InvalidLimit as exc:
+        raise errors.ModelDoesNotFit(
             f"The stored limits do not fit the {model.name} model: {exc}") from None
 
 

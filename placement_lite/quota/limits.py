@@ -14,33 +14,13 @@ from sqlalchemy import and_, delete, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
 from placement_lite.quota import catalog, projects
 
 RL = t.registered_limits
 PL = t.project_limits
 UNLIMITED = -1
-
-
-class DuplicateLimit(errors.Conflict):
-    code = "placement.quota.duplicate_limit"
-
-
-class NoLimitReference(errors.Forbidden):
-    code = "placement.quota.no_registered_limit"
-
-
-class RegisteredLimitInUse(errors.Forbidden):
-    code = "placement.quota.registered_limit_in_use"
-
-
-class LimitNotFound(errors.NotFound):
-    code = "placement.quota.limit_not_found"
-
-
-class InvalidLimit(errors.Invalid):
-    code = "placement.quota.invalid_limit"
 
 
 def region_key(region_id: Optional[str]) -> str:
@@ -56,14 +36,14 @@ def _check_refs(conn: Connection, service_id: str, region_id: Optional[str]):
         catalog.get_service(conn, service_id)
         if region_id is not None:
             catalog.get_region(conn, region_id)
-    except catalog.CatalogNotFound as exc:
+    except errors.CatalogNotFound as exc:
         raise errors.Invalid(exc.detail + " Create it first.")
 
 
 def get_registered(conn: Connection, ident: str) -> dict:
     row = conn.execute(select(RL).where(RL.c.id == ident)).mappings().first()
     if row is None:
-        raise LimitNotFound(f"No registered limit with id {ident} exists.")
+        raise errors.LimitNotFound(f"No registered limit with id {ident} exists.")
     return dict(row)
 
 
@@ -96,7 +76,7 @@ def create_registered(conn: Connection, items: list[dict]) -> list[dict]:
         rkey = region_key(item.get("region_id"))
         if _registered_exists(conn, item["service_id"], rkey,
                               item["resource_name"]):
-            raise DuplicateLimit(
+            raise errors.DuplicateLimit(
                 f"A registered limit for resource {item['resource_name']} of "
                 f"service {item['service_id']} in region "
                 f"{item.get('region_id') or '(none)'} already exists; update "
@@ -111,7 +91,7 @@ def create_registered(conn: Connection, items: list[dict]) -> list[dict]:
                     default_limit=item["default_limit"],
                     description=item.get("description")))
         except IntegrityError:
-            raise DuplicateLimit(
+            raise errors.DuplicateLimit(
                 f"A registered limit for resource {item['resource_name']} "
                 "already exists (created concurrently).")
         ids.append(ident)
@@ -130,7 +110,7 @@ def update_registered(conn: Connection, ident: str, changes: dict) -> dict:
     moves = {k for k in ("service_id", "region_id", "resource_name")
              if k in changes and changes[k] != reg[k]}
     if moves and _references(conn, reg):
-        raise RegisteredLimitInUse(
+        raise errors.RegisteredLimitInUse(
             f"Registered limit {ident} has project or domain limits; its "
             f"{', '.join(sorted(moves))} cannot change while they exist. "
             "Delete those limits first, or change only default_limit or "
@@ -144,7 +124,7 @@ def update_registered(conn: Connection, ident: str, changes: dict) -> dict:
         values["region_key"] = region_key(merged["region_id"])
         if _registered_exists(conn, merged["service_id"], values["region_key"],
                               merged["resource_name"], but=ident):
-            raise DuplicateLimit(
+            raise errors.DuplicateLimit(
                 f"A registered limit for resource {merged['resource_name']} "
                 "already exists in that service and region.")
     if values:
@@ -156,7 +136,7 @@ def update_registered(conn: Connection, ident: str, changes: dict) -> dict:
 def delete_registered(conn: Connection, ident: str) -> None:
     reg = get_registered(conn, ident)
     if _references(conn, reg):
-        raise RegisteredLimitInUse(
+        raise errors.RegisteredLimitInUse(
             f"Registered limit {ident} has project or domain limits; delete "
             "them first.")
     conn.execute(delete(RL).where(RL.c.id == ident))
@@ -174,7 +154,7 @@ def _limit_query():
 def get_limit(conn: Connection, ident: str) -> dict:
     row = conn.execute(_limit_query().where(PL.c.id == ident)).mappings().first()
     if row is None:
-        raise LimitNotFound(f"No limit with id {ident} exists.")
+        raise errors.LimitNotFound(f"No limit with id {ident} exists.")
     return dict(row)
 
 
@@ -212,7 +192,7 @@ def create_limits(conn: Connection, items: list[dict], model) -> list[dict]:
         rkey = region_key(item.get("region_id"))
         if not _registered_exists(conn, item["service_id"], rkey,
                                   item["resource_name"]):
-            raise NoLimitReference(
+            raise errors.NoLimitReference(
                 "Unable to create a limit that has no corresponding registered "
                 f"limit: register a default for resource {item['resource_name']}"
                 f" of service {item['service_id']} in region "
@@ -221,7 +201,7 @@ def create_limits(conn: Connection, items: list[dict], model) -> list[dict]:
                 PL.c.owner_id == owner.id, PL.c.service_id == item["service_id"],
                 PL.c.region_key == rkey,
                 PL.c.resource_name == item["resource_name"])) is not None:
-            raise DuplicateLimit(
+            raise errors.DuplicateLimit(
                 f"{'Domain' if owner.is_domain else 'Project'} "
                 f"{owner.external_id} already has a limit for resource "
                 f"{item['resource_name']}; update it with PATCH instead.")
@@ -236,7 +216,7 @@ def create_limits(conn: Connection, items: list[dict], model) -> list[dict]:
                     resource_limit=item["resource_limit"],
                     description=item.get("description")))
         except IntegrityError:
-            raise DuplicateLimit(
+            raise errors.DuplicateLimit(
                 f"A limit for resource {item['resource_name']} of "
                 f"{owner.external_id} already exists (created concurrently).")
         ids.append(ident)

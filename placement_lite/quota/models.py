@@ -19,6 +19,7 @@ from typing import Mapping, Optional
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from placement_lite import errors
 from placement_lite.db import tables as t
 from placement_lite.quota import limits as lim
 from placement_lite.quota import projects, usage
@@ -123,7 +124,7 @@ class Model(abc.ABC):
     uses_tree = False
 
     def validate_limits(self, conn: Connection, rows: list[dict]) -> None:
-        """Raise lim.InvalidLimit if the stored limits break the model."""
+        """Raise errors.InvalidLimit if the stored limits break the model."""
 
     # Claim time -------------------------------------------------------------
 
@@ -351,7 +352,7 @@ class StrictTwoLevel(Model):
                 parent = projects.by_ids(conn, [owner.domain_id])[owner.domain_id]
                 parent_limit = found[owner.domain_id]
         if parent is not None and lim.exceeds(value, parent_limit):
-            raise lim.InvalidLimit(
+            raise errors.InvalidLimit(
                 f"Invalid resource limit: {describe(owner)} would have a limit "
                 f"of {value} for {name}, above its parent {describe(parent)}'s "
                 f"limit of {parent_limit}. Raise the parent's limit first or "
@@ -366,7 +367,7 @@ class StrictTwoLevel(Model):
         for child_id, child_limit in sorted(explicit(child_ids).items()):
             if lim.exceeds(child_limit, value):
                 child = projects.by_ids(conn, [child_id])[child_id]
-                raise lim.InvalidLimit(
+                raise errors.InvalidLimit(
                     f"Invalid resource limit: {describe(owner)} would have a "
                     f"limit of {value} for {name}, below the limit of "
                     f"{child_limit} of its child {describe(child)}. Lower the "

@@ -20,26 +20,10 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
 
 P = t.projects
-
-
-class TreeTooDeep(errors.Forbidden):
-    code = "placement.quota.project_tree_too_deep"
-
-
-class ProjectNotFound(errors.NotFound):
-    code = "placement.quota.project_not_found"
-
-
-class ProjectHasChildren(errors.Forbidden):
-    code = "placement.quota.project_has_children"
-
-
-class ProjectInUse(errors.Conflict):
-    code = "placement.quota.project_in_use"
 
 
 @dataclass
@@ -89,7 +73,7 @@ def find(conn: Connection, external_id: str) -> Optional[Project]:
 def get(conn: Connection, external_id: str, what: str = "project") -> Project:
     found = find(conn, external_id)
     if found is None:
-        raise ProjectNotFound(
+        raise errors.ProjectNotFound(
             f"No {what} with id {external_id} exists; create it with "
             "POST /v3/projects first.")
     return found
@@ -185,7 +169,7 @@ def create(conn: Connection, *, external_id: Optional[str], name: str,
                 "must be in its parent's domain.")
         domain_id = parent_row.domain_id
         if max_depth is not None and depth(conn, parent_row) + 1 > max_depth:
-            raise TreeTooDeep(
+            raise errors.TreeTooDeep(
                 f"Project {parent} is already at depth {depth(conn, parent_row)}; "
                 f"the enforcement model allows project trees at most "
                 f"{max_depth} levels deep. Create the project under a "
@@ -225,18 +209,18 @@ def delete_project(conn: Connection, project: Project) -> None:
     below = conn.scalar(select(exists().where(
         or_(P.c.parent_id == project.id, P.c.domain_id == project.id))))
     if below:
-        raise ProjectHasChildren(
+        raise errors.ProjectHasChildren(
             f"Project {project.external_id} has child projects; delete them "
             "first.")
     if conn.scalar(select(exists().where(
             t.consumers.c.project_id == project.id))):
-        raise ProjectInUse(
+        raise errors.ProjectInUse(
             f"Project {project.external_id} still owns consumers with "
             "allocations; delete their allocations first.")
     if conn.scalar(select(exists().where(
             t.lease_ledger.c.project_id == project.id))):
         # The ledger is append-only: its entries outlive nothing they name.
-        raise ProjectInUse(
+        raise errors.ProjectInUse(
             f"Project {project.external_id} has lease ledger entries, which "
             "are kept for audit; disable the project instead.")
     conn.execute(delete(t.project_limits).where(

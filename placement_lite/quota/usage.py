@@ -17,14 +17,10 @@ from typing import Iterable, Mapping, Optional
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import errors
 
 UNKNOWN_CONSUMER_TYPE = "unknown"
-
-
-class UnknownResource(errors.Invalid):
-    code = "placement.quota.unknown_resource"
 
 
 def source(name: str, aliases: Mapping[str, str]) -> Optional[tuple[str, str]]:
@@ -45,7 +41,7 @@ def source(name: str, aliases: Mapping[str, str]) -> Optional[tuple[str, str]]:
 def require_sources(names: Iterable[str], aliases: Mapping[str, str]) -> None:
     unknown = sorted(n for n in names if source(n, aliases) is None)
     if unknown:
-        raise UnknownResource(
+        raise errors.UnknownResource(
             f"No usage is known for resource(s) {', '.join(unknown)}: use "
             "class:<RESOURCE_CLASS>, consumers:<CONSUMER_TYPE>, "
             "lease:<resource_type>:hours, or a name configured in "

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, quote, urlencode
 import falcon
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from placement_lite import errors
 from placement_lite.api.auth import READS
 from placement_lite.api.paths import canonical_uuid
 from placement_lite.ledger import consumers, fleet, providers
@@ -231,7 +232,7 @@ class ProjectPage(Page):
         with self.db.read() as conn:
             try:
                 tree = overview.tree_of(conn, self.settings, project_id)
-            except projects.ProjectNotFound:
+            except errors.ProjectNotFound:
                 # Existence is not revealed to a caller who could not read it.
                 session.require(policy, identity, PROJECT_RULES,
                                 [{"project_id": project_id}])
