@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 
 from placement_lite.candidates import engine
-from placement_lite.candidates.request import (
+from placement_lite.api.provider_filters import query_dialect
+from placement_lite.candidates.query import (
     parse_candidate_request, parse_provider_filters)
 from placement_lite.errors import Invalid
 from tests.backends import fresh_database
 from tests.candidates_world import World
 
-LATEST = (1, 39)
+LATEST = query_dialect((1, 39))
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """Parsing the allocation-candidate query language."""
 import pytest
 
-from placement_lite.candidates.request import (
-    Features, parse_candidate_request, parse_provider_filters)
+from placement_lite.api.provider_filters import query_dialect
+from placement_lite.candidates.query import (
+    parse_candidate_request, parse_provider_filters)
 from placement_lite.errors import Invalid
 
 AGG1 = "11111111-1111-1111-1111-111111111111"
@@ -13,7 +14,7 @@ LATEST = (1, 39)
 def parse(version=LATEST, **params):
     return parse_candidate_request(
         {k: v if isinstance(v, list) else [v] for k, v in params.items()},
-        version)
+        query_dialect(version))
 
 
 def bad(version=LATEST, **params):
@@ -235,25 +236,26 @@ def test_badly_formed_resources_start_with_placements_phrase():
 
 
 def test_features_are_data():
-    assert Features((1, 16)).limit and not Features((1, 15)).limit
-    assert Features((1, 39)).any_traits
+    assert query_dialect((1, 16)).limit and not query_dialect((1, 15)).limit
+    assert query_dialect((1, 39)).any_traits
 
 
 def test_provider_filters():
     flt = parse_provider_filters({"resources": ["VCPU:1"], "required": ["A,!B"],
                                   "member_of": [AGG1, f"!{AGG2}"],
-                                  "in_tree": [AGG1]}, LATEST)
+                                  "in_tree": [AGG1]},
+                                 query_dialect(LATEST))
     assert flt.resources == {"VCPU": 1}
     assert flt.required == [{"A"}] and flt.forbidden == {"B"}
     assert flt.member_of == [{AGG1}] and flt.forbidden_aggs == {AGG2}
     with pytest.raises(Invalid):
-        parse_provider_filters({"required": ["!B"]}, (1, 18))
+        parse_provider_filters({"required": ["!B"]}, query_dialect((1, 18)))
     with pytest.raises(Invalid):
-        parse_provider_filters({"required": ["A,!A"]}, LATEST)
+        parse_provider_filters({"required": ["A,!A"]}, query_dialect(LATEST))
 
 
 def test_repeated_filters_collapse_and_distinct_ones_are_capped():
-    from placement_lite.candidates.request import MAX_GROUP_TERMS
+    from placement_lite.candidates.query import MAX_GROUP_TERMS
     group = parse(resources="VCPU:1", required=["A"] * 900,
                   member_of=[AGG1] * 900).groups[""]
     assert group.required == [{"A"}] and group.member_of == [{AGG1}]

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from placement_lite.api import render, request
-from placement_lite.api.microversion import VersionedTable, versioned
+from placement_lite.api.microversion import versioned
+from placement_lite.api.versions import AGGREGATE_GENERATIONS, AGGREGATES
 from placement_lite.api.schemas import aggregates as schema
 from placement_lite.ledger import aggregates, providers
 
-# From 1.19 the body carries the provider generation, which PUT checks
-# and bumps; before it PUT leaves the generation alone.
-WITH_GENERATION = VersionedTable([("1.1", False), ("1.19", True)])
+# With AGGREGATE_GENERATIONS the body carries the provider generation,
+# which PUT checks and bumps; before it PUT leaves the generation alone.
 
 
 class ProviderAggregates:
@@ -20,27 +20,27 @@ class ProviderAggregates:
 
     def _send(self, req, resp, uuids, generation):
         body = {"aggregates": uuids}
-        if WITH_GENERATION.at(req.context.microversion):
+        if req.context.microversion.has(AGGREGATE_GENERATIONS):
             body["resource_provider_generation"] = generation
         render.send(resp, body)
         # Associations carry no timestamps of their own.
         render.cache_headers(req, resp)
 
-    @versioned("1.1")
+    @versioned(AGGREGATES)
     def on_get(self, req, resp, uuid):
         with self.services.db.read() as conn:
             provider = providers.get_by_uuid(conn, uuid)
             found = aggregates.provider_aggregates(conn, provider)
         self._send(req, resp, found, provider.generation)
 
-    @versioned("1.1")
+    @versioned(AGGREGATES)
     def on_put(self, req, resp, uuid):
         version = req.context.microversion
         # An unknown provider is a 404 whatever the body, as in Placement.
         with self.services.db.read() as conn:
             providers.get_by_uuid(conn, uuid)
         data = request.json_body(req, schema.UPDATE.at(version))
-        checked = WITH_GENERATION.at(version)
+        checked = version.has(AGGREGATE_GENERATIONS)
         wanted = data["aggregates"] if checked else data
 
         def replace(conn):

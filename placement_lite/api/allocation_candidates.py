@@ -10,13 +10,17 @@ import falcon
 
 from placement_lite.api import render, request
 from placement_lite.api.microversion import versioned
+from placement_lite.api.provider_filters import query_dialect
 from placement_lite.api.schemas import allocation_candidates as schema
+from placement_lite.api.versions import (
+    ALL_RESOURCES_IN_SUMMARIES, ALLOCATION_CANDIDATES, CANDIDATE_REQUIRED,
+    DICT_ALLOCATIONS, MAPPINGS, NESTED_CANDIDATES)
 from placement_lite.candidates import engine, summaries
-from placement_lite.candidates.request import Features, parse_candidate_request
+from placement_lite.candidates.query import parse_candidate_request
 
 
 def _requests_list(result):
-    """Before 1.12: a list of {resource_provider: {uuid}, resources}."""
+    """Before DICT_ALLOCATIONS: a list of {resource_provider: {uuid}, resources}."""
     names = result.class_names
     uuids = result.uuids
     return json.dumps([{"allocations": [
@@ -94,34 +98,35 @@ class AllocationCandidates:
     def __init__(self, services):
         self.services = services
 
-    @versioned("1.10")
+    @versioned(ALLOCATION_CANDIDATES)
     def on_get(self, req, resp):
         version = req.context.microversion
         params = {name: value if isinstance(value, list) else [value]
                   for name, value in req.params.items()}
         request.validate(params, schema.QUERY.at(version), what="Query string")
-        wanted = parse_candidate_request(params, tuple(version))
-        feats = Features(version)
+        wanted = parse_candidate_request(params, query_dialect(version))
+        with_traits = version.has(CANDIDATE_REQUIRED)
+        with_tree = version.has(NESTED_CANDIDATES)
         settings = self.services.settings
         started = time.perf_counter()
         with self.services.db.read() as conn:
             result = engine.find(conn, wanted, settings.max_allocation_candidates,
                                  settings.randomize_allocation_candidates)
-            classes = None if feats.all_resources_in_summaries \
+            classes = None if version.has(ALL_RESOURCES_IN_SUMMARIES) \
                 else wanted.resource_class_names()
             sums = summaries.summarize(conn, result, wanted.nested_aware,
-                                       classes, with_traits=feats.required,
-                                       with_tree=feats.nested)
+                                       classes, with_traits=with_traits,
+                                       with_tree=with_tree)
         metrics = self.services.extras.get("metrics")
         if metrics is not None:
             metrics.observe_candidate_search(time.perf_counter() - started)
-        if feats.dict_requests:
-            reqs = _requests_dict(result, feats.mappings)
+        if version.has(DICT_ALLOCATIONS):
+            reqs = _requests_dict(result, version.has(MAPPINGS))
         else:
             reqs = _requests_list(result)
         resp.content_type = falcon.MEDIA_JSON
         resp.data = ('{"allocation_requests":%s,"provider_summaries":%s}' % (
-            reqs, _summaries(sums, feats.required, feats.nested))).encode()
+            reqs, _summaries(sums, with_traits, with_tree))).encode()
         render.cache_headers(req, resp)
 
 

@@ -8,7 +8,9 @@ from typing import Any, Mapping
 
 from placement_lite import errors as lerrors
 from placement_lite.api import errors, render, request
-from placement_lite.api.microversion import at_least, fields_at, versioned
+from placement_lite.api.microversion import versioned
+from placement_lite.api.versions import (
+    BULK_ALLOCATIONS, CONSUMER_GENERATIONS, CONSUMER_TYPES, DICT_ALLOCATIONS)
 from placement_lite.api.phrases import prefixed
 from placement_lite.api.schemas import allocations as schema
 from placement_lite.ledger import allocations
@@ -18,8 +20,9 @@ from placement_lite.ledger.consumers import UNKNOWN_TYPE
 _UUID_RE = re.compile(schema.UUID["pattern"])
 
 # Keys GET /allocations/{consumer_uuid} adds about an existing consumer.
-CONSUMER_FIELDS = [("project_id", "1.12"), ("user_id", "1.12"),
-                   ("consumer_generation", "1.28"), ("consumer_type", "1.38")]
+CONSUMER_FIELDS = [("project_id", DICT_ALLOCATIONS), ("user_id", DICT_ALLOCATIONS),
+                   ("consumer_generation", CONSUMER_GENERATIONS),
+                   ("consumer_type", CONSUMER_TYPES)]
 
 
 def check_uuid(value: str, what: str = "consumer") -> None:
@@ -53,7 +56,8 @@ def consumer_write(req, consumer_uuid: str, data: Mapping[str, Any]) -> Consumer
         allocations=wanted,
         consumer_type=data.get("consumer_type"),
         expected_generation=(data["consumer_generation"]
-                             if at_least(req, "1.28") else UNCHECKED))
+                             if req.context.microversion.has(CONSUMER_GENERATIONS)
+                             else UNCHECKED))
 
 
 def write(services, writes: list[ConsumerWrite]) -> None:
@@ -68,8 +72,9 @@ def consumer_body(req, consumer, allocs: dict) -> dict:
     values = {"project_id": consumer.project_id, "user_id": consumer.user_id,
               "consumer_generation": consumer.generation,
               "consumer_type": consumer.consumer_type or UNKNOWN_TYPE}
-    for name in fields_at(req.context.microversion, CONSUMER_FIELDS):
-        body[name] = values[name]
+    for name, feature in CONSUMER_FIELDS:
+        if req.context.microversion.has(feature):
+            body[name] = values[name]
     return body
 
 
@@ -108,7 +113,7 @@ class Allocations:
     def __init__(self, services):
         self.services = services
 
-    @versioned("1.13")
+    @versioned(BULK_ALLOCATIONS)
     def on_post(self, req, resp):
         data = request.json_body(req, schema.POST.at(req.context.microversion))
         write(self.services, [consumer_write(req, consumer_uuid, entry)
@@ -127,7 +132,7 @@ class ProviderAllocations:
                        f"Resource provider '{uuid}' not found: ")), \
                 self.services.db.read() as conn:
             generation, by_consumer, stamps = allocations.for_provider(conn, uuid)
-        with_generation = at_least(req, "1.28")
+        with_generation = req.context.microversion.has(CONSUMER_GENERATIONS)
         allocs = {}
         for consumer, (resources, consumer_generation) in by_consumer.items():
             allocs[consumer] = {"resources": resources}

@@ -28,11 +28,12 @@ from sqlalchemy.exc import DBAPIError
 
 from placement_lite import errors as lerr
 from placement_lite.api import echo
+from placement_lite.api.versions import ERROR_CODES
 from placement_lite.db.engine import is_retryable_db_error
 
 LOG = logging.getLogger(__name__)
 DEFAULT_CODE = lerr.DEFAULT_CODE
-CODE_MICROVERSION = (1, 23)
+CODE_MICROVERSION = ERROR_CODES.since
 
 
 class ApiError(falcon.HTTPError):

@@ -7,15 +7,12 @@ from placement_lite import errors
 from placement_lite.api import render, request
 from placement_lite.api.phrases import prefixed
 from placement_lite.api.resource_providers import exists_before_body
-from placement_lite.api.microversion import VersionedTable, at_least
+from placement_lite.api.versions import DELETE_ALL_INVENTORIES, RESERVED_EQUALS_TOTAL
 from placement_lite.api.schemas import inventories as schema
 from placement_lite.ledger import inventories, providers
 
-# DELETE of the whole collection arrived in 1.5; before it the method is
+# Before DELETE_ALL_INVENTORIES the DELETE of the whole collection is
 # simply not there (405, as Placement answers).
-DELETE_ALL_SINCE = "1.5"
-# From 1.26 reserved may equal total.
-RESERVED_RULE = VersionedTable([("1.0", False), ("1.26", True)])
 
 
 def record(inv: inventories.Inventory) -> dict:
@@ -34,14 +31,14 @@ def collection_body(invs: dict, generation: int) -> dict:
 
 
 def _reserved_may_equal_total(req) -> bool:
-    return RESERVED_RULE.at(req.context.microversion)
+    return req.context.microversion.has(RESERVED_EQUALS_TOTAL)
 
 
 def _method_not_allowed(req, allowed):
     raise falcon.HTTPMethodNotAllowed(
         allowed, description=f"The method {req.method} is not allowed for this "
         f"resource. {req.method} {req.path} needs microversion "
-        f"{DELETE_ALL_SINCE} or later.")
+        f"{DELETE_ALL_INVENTORIES.since} or later.")
 
 
 # run_write retries lost races (deadlocks, RaceLost) in a new transaction;
@@ -113,7 +110,7 @@ class Inventories:
         render.cache_headers(req, resp, [inv.modified])
 
     def on_delete(self, req, resp, uuid):
-        if not at_least(req, DELETE_ALL_SINCE):
+        if not req.context.microversion.has(DELETE_ALL_INVENTORIES):
             _method_not_allowed(req, ["GET", "POST", "PUT"])
 
         def remove(conn):

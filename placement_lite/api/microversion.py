@@ -1,50 +1,26 @@
-"""OpenStack-API-Version negotiation, and version ranges as data.
+"""OpenStack-API-Version negotiation, and variants chosen by feature.
 
-Handlers declare the range they serve with @versioned; schemas and
-renderers look their variant up in a VersionedTable. Nothing else in the
-API compares version numbers by hand.
+The versions themselves and the feature each adds live in api/versions.py.
+Handlers declare the feature a responder needs with @versioned; schemas
+and renderers that change shape look their variant up in a VersionedTable
+keyed by feature; everything else asks `req.context.microversion.has(F)`.
 """
 from __future__ import annotations
 
 import functools
-from typing import Any, Generic, Iterable, NamedTuple, Optional, Sequence, TypeVar
+from typing import Any, Generic, Iterable, Sequence, TypeVar
 
 import falcon
 import microversion_parse
 
 from placement_lite.api import errors
+from placement_lite.api.versions import MAX_VERSION, MIN_VERSION, Feature, Version
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "Version", "MicroversionMiddleware",
+           "versioned", "VersionedTable"]
 
 SERVICE_TYPE = "placement"
 HEADER = "OpenStack-API-Version"
-
-
-class Version(NamedTuple):
-    major: int
-    minor: int
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"
-
-    @classmethod
-    def parse(cls, text: str) -> "Version":
-        """'X.Y' with whole numbers, read as Placement reads it: each part
-        as an integer, so '1.05' is 1.5 and '1.2.3' is no version."""
-        major, dot, minor = text.partition(".")
-        try:
-            if not dot:
-                raise ValueError
-            return cls(int(major), int(minor))
-        except ValueError:
-            shown = text if len(text) <= 40 else text[:40] + "…"
-            raise ValueError(f"invalid version string: {shown}") from None
-
-
-def v(text: str) -> Version:
-    return Version.parse(text)
-
-
-MIN_VERSION = v("1.0")
-MAX_VERSION = v("1.39")
 
 
 class MicroversionMiddleware:
@@ -85,17 +61,13 @@ class MicroversionMiddleware:
         resp.append_header("Vary", HEADER.lower())
 
 
-def at_least(req: falcon.Request, version: str) -> bool:
-    return req.context.microversion >= v(version)
+def versioned(feature: Feature):
+    """Serve a responder only from the microversion that added `feature`.
 
-
-def versioned(min_version: str, max_version: Optional[str] = None):
-    """Serve a responder only within [min_version, max_version].
-
-    Outside the range Placement answers 404, as if the route were absent.
+    Below it Placement answers 404, as if the route were absent.
     """
-    lo = v(min_version)
-    hi = v(max_version) if max_version else MAX_VERSION
+    lo = feature.since
+    hi = MAX_VERSION
 
     def wrap(responder):
         @functools.wraps(responder)
@@ -104,8 +76,7 @@ def versioned(min_version: str, max_version: Optional[str] = None):
                 raise errors.not_found(
                     f"{errors.NOT_FOUND_PHRASE} "
                     f"{req.method} {req.path} is not available at microversion "
-                    f"{req.context.microversion} (needs {lo} or later"
-                    + (f", up to {hi})." if max_version else ")."))
+                    f"{req.context.microversion} (needs {lo} or later).")
             return responder(self, req, resp, *args, **kwargs)
         # Read by the auth middleware: outside this range the route is
         # absent, which Placement says before it checks the policy.
@@ -118,15 +89,17 @@ T = TypeVar("T")
 
 
 class VersionedTable(Generic[T]):
-    """Values that change at microversion boundaries.
+    """Values that change at microversion boundaries, keyed by the feature
+    that changed them.
 
-    VersionedTable([("1.0", a), ("1.14", b)]).at(v("1.20")) is b: the entry
-    with the highest start version not above the requested one.
+    VersionedTable([(BASE, a), (NESTED_PROVIDERS, b)]).at(Version(1, 20))
+    is b: the entry whose feature is the latest one the version has.
     """
 
-    def __init__(self, entries: Iterable[tuple[str, T]]):
+    def __init__(self, entries: Iterable[tuple[Feature, T]]):
         self.entries: Sequence[tuple[Version, T]] = sorted(
-            ((v(k), val) for k, val in entries), key=lambda e: e[0])
+            ((feature.since, val) for feature, val in entries),
+            key=lambda e: e[0])
 
     def at(self, version: Version) -> T:
         chosen: Any = None
@@ -136,8 +109,3 @@ class VersionedTable(Generic[T]):
         if chosen is None:
             raise LookupError(f"nothing defined at {version}")
         return chosen
-
-
-def fields_at(version: Version, fields: Iterable[tuple[str, str]]) -> list[str]:
-    """Names from a (name, since-version) table that exist at `version`."""
-    return [name for name, since in fields if version >= v(since)]

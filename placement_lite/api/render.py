@@ -6,7 +6,7 @@ from typing import Any, Iterable, Optional
 
 import falcon
 
-from placement_lite.api.microversion import at_least
+from placement_lite.api.versions import CACHE_HEADERS
 
 
 try:
@@ -37,12 +37,12 @@ def no_content(resp: falcon.Response) -> None:
 
 def cache_headers(req: falcon.Request, resp: falcon.Response,
                   modified: Iterable[Optional[dt.datetime]] = ()) -> None:
-    """From 1.15 GET responses say when their data last changed.
+    """From CACHE_HEADERS on, GET responses say when their data last changed.
 
     With no timestamps to go on (an empty list, a computed view) the
     answer is 'now', as in Placement.
     """
-    if not at_least(req, "1.15"):
+    if not req.context.microversion.has(CACHE_HEADERS):
         return
     stamps = [m for m in modified if m is not None]
     when = max(stamps) if stamps else dt.datetime.now(dt.timezone.utc)

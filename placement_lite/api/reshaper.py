@@ -5,6 +5,7 @@ from placement_lite import errors
 from placement_lite.api import render, request
 from placement_lite.api.allocations import consumer_write
 from placement_lite.api.microversion import versioned
+from placement_lite.api.versions import RESHAPER
 from placement_lite.api.phrases import prefixed
 from placement_lite.api.schemas import reshaper as schema
 from placement_lite.ledger import inventories, reshaper
@@ -16,7 +17,7 @@ class Reshaper:
     def __init__(self, services):
         self.services = services
 
-    @versioned("1.30")
+    @versioned(RESHAPER)
     def on_post(self, req, resp):
         data = request.json_body(req, schema.RESHAPE.at(req.context.microversion))
         wanted = {

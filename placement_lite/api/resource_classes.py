@@ -5,6 +5,7 @@ import falcon
 
 from placement_lite.api import render, request
 from placement_lite.api.microversion import VersionedTable, versioned
+from placement_lite.api.versions import IDEMPOTENT_CLASS_PUT, RESOURCE_CLASSES
 from placement_lite.api.schemas import resource_classes as schema
 from placement_lite.ledger import resource_classes
 
@@ -24,14 +25,14 @@ class ResourceClasses:
     def __init__(self, services):
         self.services = services
 
-    @versioned("1.2")
+    @versioned(RESOURCE_CLASSES)
     def on_get(self, req, resp):
         with self.services.db.read() as conn:
             found = resource_classes.list_classes(conn)
         render.send(resp, {"resource_classes": [class_body(rc) for rc in found]})
         render.cache_headers(req, resp, [rc.modified for rc in found])
 
-    @versioned("1.2")
+    @versioned(RESOURCE_CLASSES)
     def on_post(self, req, resp):
         name = request.json_body(req, schema.NAMED)["name"]
         self.services.db.run_write(lambda conn: resource_classes.create(conn, name))
@@ -49,17 +50,17 @@ class ResourceClass:
         self.services = services
         # Before 1.7 PUT renames a custom class; from 1.7 it creates the
         # named class, or confirms it exists, idempotently.
-        self.put_behaviour = VersionedTable([("1.2", self._rename),
-                                             ("1.7", self._ensure)])
+        self.put_behaviour = VersionedTable([(RESOURCE_CLASSES, self._rename),
+                                             (IDEMPOTENT_CLASS_PUT, self._ensure)])
 
-    @versioned("1.2")
+    @versioned(RESOURCE_CLASSES)
     def on_get(self, req, resp, name):
         with self.services.db.read() as conn:
             rc = resource_classes.get(conn, name)
         render.send(resp, class_body(rc))
         render.cache_headers(req, resp, [rc.modified])
 
-    @versioned("1.2")
+    @versioned(RESOURCE_CLASSES)
     def on_put(self, req, resp, name):
         self.put_behaviour.at(req.context.microversion)(req, resp, name)
 
@@ -83,7 +84,7 @@ class ResourceClass:
         else:
             render.no_content(resp)
 
-    @versioned("1.2")
+    @versioned(RESOURCE_CLASSES)
     def on_delete(self, req, resp, name):
         self.services.db.run_write(
             lambda conn: resource_classes.delete_class(conn, name))

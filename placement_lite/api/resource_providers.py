@@ -9,20 +9,23 @@ import falcon
 
 from placement_lite import errors as lerrors
 from placement_lite.api import provider_filters, render, request
-from placement_lite.api.microversion import (
-    VersionedTable, at_least, fields_at, v)
+from placement_lite.api.microversion import VersionedTable
+from placement_lite.api.versions import (
+    AGGREGATES, ALLOCATIONS_LINK, BASE, CREATE_RETURNS_PROVIDER,
+    NESTED_PROVIDERS, REPARENTING, TRAITS, Feature)
 from placement_lite.api.schemas import resource_providers as schema
 from placement_lite.ledger import providers
 
-LINKS = [("self", "", "1.0"), ("inventories", "/inventories", "1.0"),
-         ("usages", "/usages", "1.0"), ("aggregates", "/aggregates", "1.1"),
-         ("traits", "/traits", "1.6"), ("allocations", "/allocations", "1.11")]
-TREE_FIELDS = [("parent_provider_uuid", "1.14"), ("root_provider_uuid", "1.14")]
+LINKS = [("self", "", BASE), ("inventories", "/inventories", BASE),
+         ("usages", "/usages", BASE), ("aggregates", "/aggregates", AGGREGATES),
+         ("traits", "/traits", TRAITS),
+         ("allocations", "/allocations", ALLOCATIONS_LINK)]
+TREE_FIELDS = ("parent_provider_uuid", "root_provider_uuid")
 
-# POST answers 201 with only a Location header until 1.20, then 200 with
-# the provider in the body.
-CREATE_REPLY = VersionedTable([("1.0", (falcon.HTTP_201, False)),
-                               ("1.20", (falcon.HTTP_200, True))])
+# POST answers 201 with only a Location header, and from
+# CREATE_RETURNS_PROVIDER 200 with the provider in the body.
+CREATE_REPLY = VersionedTable([(BASE, (falcon.HTTP_201, False)),
+                               (CREATE_RETURNS_PROVIDER, (falcon.HTTP_200, True))])
 
 
 def exists_before_body(services, req: falcon.Request, uuid: str) -> None:
@@ -47,11 +50,12 @@ def provider_body(req: falcon.Request, provider: providers.Provider) -> dict:
                             "generation": provider.generation}
     tree = {"parent_provider_uuid": provider.parent_uuid,
             "root_provider_uuid": provider.root_uuid}
-    for name in fields_at(version, TREE_FIELDS):
-        body[name] = tree[name]
+    if version.has(NESTED_PROVIDERS):
+        for name in TREE_FIELDS:
+            body[name] = tree[name]
     base = provider_url(provider.uuid)
     body["links"] = [render.link(rel, base + suffix)
-                     for rel, suffix, since in LINKS if version >= v(since)]
+                     for rel, suffix, since in LINKS if version.has(since)]
     return body
 
 
@@ -63,11 +67,12 @@ class ProviderFilter:
     SQLAlchemy select of one id column, built in the domain layer) of the
     providers the parameter admits; the list shows the providers every
     given filter admits. Filters are registered in PROVIDER_FILTERS and are
-    accepted from microversion `since` with the jsonschema `schema` (or a
-    VersionedTable of schemas when the accepted syntax grows later).
+    accepted from the microversion that added the feature `since`, with the
+    jsonschema `schema` (or a VersionedTable of schemas when the accepted
+    syntax grows later).
     """
     name: str
-    since: str
+    since: Feature
     schema: Any
     ids: Callable[[Any, Any, falcon.Request], Any]
     # True for a parameter that may repeat (its value is then a list).
@@ -86,7 +91,7 @@ def list_query_schema(req: falcon.Request) -> dict:
     version = req.context.microversion
     extra = {f.name: f.schema.at(version) if isinstance(f.schema, VersionedTable)
              else f.schema
-             for f in PROVIDER_FILTERS if at_least(req, f.since)}
+             for f in PROVIDER_FILTERS if version.has(f.since)}
     return schema.list_query(extra)
 
 
@@ -153,7 +158,7 @@ class ResourceProvider:
     def on_put(self, req, resp, uuid):
         exists_before_body(self.services, req, uuid)
         data = request.json_body(req, schema.UPDATE.at(req.context.microversion))
-        reparent = at_least(req, "1.37")
+        reparent = req.context.microversion.has(REPARENTING)
 
         def update(conn):
             provider = providers.get_by_uuid(conn, uuid)

@@ -5,6 +5,7 @@ import falcon
 
 from placement_lite.api import errors, render, request
 from placement_lite.api.microversion import versioned
+from placement_lite.api.versions import TRAITS
 from placement_lite.api.schemas import traits as schema
 from placement_lite.ledger import providers, traits
 
@@ -39,7 +40,7 @@ class Traits:
     def __init__(self, services):
         self.services = services
 
-    @versioned("1.6")
+    @versioned(TRAITS)
     def on_get(self, req, resp):
         params = request.query(req, schema.LIST_QUERY)
         kwargs = _name_filter(params["name"]) if "name" in params else {}
@@ -65,14 +66,14 @@ class Trait:
     def __init__(self, services):
         self.services = services
 
-    @versioned("1.6")
+    @versioned(TRAITS)
     def on_get(self, req, resp, name):
         with self.services.db.read() as conn:
             trait = traits.get(conn, name)
         render.no_content(resp)
         render.cache_headers(req, resp, [trait.modified])
 
-    @versioned("1.6")
+    @versioned(TRAITS)
     def on_put(self, req, resp, name):
         if not schema.valid_custom_trait(name):
             shown = name if len(name) <= 64 else name[:64] + "..."
@@ -87,7 +88,7 @@ class Trait:
             render.no_content(resp)
         render.cache_headers(req, resp, [trait.modified])
 
-    @versioned("1.6")
+    @versioned(TRAITS)
     def on_delete(self, req, resp, name):
         self.services.db.run_write(lambda conn: traits.delete_trait(conn, name))
         render.no_content(resp)
@@ -106,14 +107,14 @@ class ProviderTraits:
                            "resource_provider_generation": generation})
         render.cache_headers(req, resp, [tr.modified for tr in found])
 
-    @versioned("1.6")
+    @versioned(TRAITS)
     def on_get(self, req, resp, uuid):
         with self.services.db.read() as conn:
             provider = providers.get_by_uuid(conn, uuid)
             found = traits.provider_traits(conn, provider)
         self._send(req, resp, found, provider.generation)
 
-    @versioned("1.6")
+    @versioned(TRAITS)
     def on_put(self, req, resp, uuid):
         data = request.json_body(req, schema.SET_FOR_PROVIDER)
 
@@ -130,7 +131,7 @@ class ProviderTraits:
         found, generation = self.services.db.run_write(replace)
         self._send(req, resp, found, generation)
 
-    @versioned("1.6")
+    @versioned(TRAITS)
     def on_delete(self, req, resp, uuid):
         def remove(conn):
             traits.delete_provider_traits(conn, providers.get_by_uuid(conn, uuid))

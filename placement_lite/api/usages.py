@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from placement_lite.api import render, request
 from placement_lite.api.microversion import VersionedTable, versioned
+from placement_lite.api.versions import CONSUMER_TYPES, USAGES
 from placement_lite.api.schemas import allocations as schema
 from placement_lite.ledger import usages
 
@@ -17,8 +18,8 @@ def _by_type(conn, params):
                                       params.get("consumer_type"))
 
 
-# From 1.38 project usage is broken down by consumer type, with counts.
-PROJECT_USAGES = VersionedTable([("1.9", _flat), ("1.38", _by_type)])
+# With consumer types, project usage is broken down by consumer type, with counts.
+PROJECT_USAGES = VersionedTable([(USAGES, _flat), (CONSUMER_TYPES, _by_type)])
 
 
 class ProviderUsages:
@@ -41,7 +42,7 @@ class Usages:
     def __init__(self, services):
         self.services = services
 
-    @versioned("1.9")
+    @versioned(USAGES)
     def on_get(self, req, resp):
         version = req.context.microversion
         params = request.query(req, schema.USAGES.at(version))

@@ -1,9 +1,11 @@
 """The allocation-candidate query language, parsed into request groups.
 
 Input is the query string as a mapping of name -> list of values (every
-value a parameter was given, in order) and the microversion as a
-(major, minor) tuple. Output is a CandidateRequest: the request groups by
-suffix ('' for the unnumbered group) plus the request-wide parameters.
+value a parameter was given, in order) and a Dialect: which forms of the
+language the caller may use (the api decides that from the microversion;
+this module knows no versions). Output is a CandidateRequest: the request
+groups by suffix ('' for the unnumbered group) plus the request-wide
+parameters.
 Malformed input raises an errors.QueryError (a 400), with the same
 messages whether the parameters came to GET /allocation_candidates or to
 GET /resource_providers, which parse their filters here too.
@@ -12,40 +14,34 @@ from __future__ import annotations
 
 import re
 import uuid as uuidlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Optional, Sequence
 
 from placement_lite import errors
 
-# Where each part of the language starts: the parser asks Features, never
-# compares version numbers itself.
-FEATURE_VERSIONS = {
-    "dict_requests": (1, 12),
-    "limit": (1, 16),
-    "required": (1, 17),
-    "member_of": (1, 21),
-    "forbidden_traits": (1, 22),
-    "multi_member_of": (1, 24),
-    "granular": (1, 25),
-    "all_resources_in_summaries": (1, 27),
-    "nested": (1, 29),
-    "in_tree": (1, 31),
-    "forbidden_aggregates": (1, 32),
-    "string_suffixes": (1, 33),
-    "mappings": (1, 34),
-    "root_required": (1, 35),
-    "same_subtree": (1, 36),
-    "any_traits": (1, 39),
-}
+@dataclass(frozen=True)
+class Dialect:
+    """The forms of the query language a caller may use.
 
+    Each flag allows one form; a form that is not allowed is either
+    ignored (as Placement ignores it) or refused with a 400. `available_at`
+    says, for a refused form, where the caller can get it; the refusal
+    quotes it verbatim (Placement's messages name a microversion).
+    """
+    limit: bool = True
+    granular: bool = True             # numbered groups and group_policy
+    string_suffixes: bool = True      # resources_NAME, not only resources1
+    forbidden_traits: bool = True     # required=!T
+    any_traits: bool = True           # required=in:A,B; repeats all hold
+    multi_member_of: bool = True      # member_of repeated
+    forbidden_aggregates: bool = True  # member_of=!A
+    root_required: bool = True
+    same_subtree: bool = True         # and resourceless groups with it
+    nested: bool = True               # candidates span provider trees
+    available_at: Mapping[str, str] = field(default_factory=dict)
 
-class Features:
-    """Which parts of the language a microversion has, as attributes."""
-
-    def __init__(self, version: Sequence[int]):
-        version = tuple(version)
-        for name, since in FEATURE_VERSIONS.items():
-            setattr(self, name, version >= since)
+    def refusal_hint(self, form: str) -> str:
+        return self.available_at.get(form, "")
 
 
 # The most request groups one request may name (the unnumbered group
@@ -153,9 +149,10 @@ def is_uuid(value: str) -> bool:
 MAX_AMOUNT = 2147483647
 
 
-# root_required takes the trait list of before any-of (no 'in:'), with
-# '!', at every microversion, as in Placement.
-ROOT_TRAIT_SYNTAX = Features((1, 38))
+def root_trait_dialect(dialect: Dialect) -> Dialect:
+    """root_required takes the trait list of before any-of (no 'in:'), with
+    '!', whatever else the caller may use, as in Placement."""
+    return replace(dialect, forbidden_traits=True, any_traits=False)
 
 
 def _distinct(any_of_sets: list, key: str, what: str) -> list:
@@ -218,25 +215,26 @@ def parse_resources(value: str, key: str = "resources") -> dict:
 ANY_FORM = "in:HW_CPU_X86_VMX,CUSTOM_MAGIC"
 
 
-def parse_required(values: Sequence[str], key: str, feats: Features):
+def parse_required(values: Sequence[str], key: str, dialect: Dialect):
     """Values of one `required$S` key -> (list of any-of sets, forbidden set).
 
-    Before 1.39 only the last value counts (as Placement did); from 1.39
-    every value is ANDed and `in:A,B` asks for any of A, B.
+    Without any_traits only the last value counts (as Placement did before
+    it); with it every value is ANDed and `in:A,B` asks for any of A, B.
     """
-    if not feats.any_traits:
+    if not dialect.any_traits:
         values = list(values)[-1:]
     required: list = []
     forbidden: set = set()
     where = _where(key, "required")
-    form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if feats.forbidden_traits \
+    form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if dialect.forbidden_traits \
         else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
     for value in values:
         if value.startswith("in:"):
-            if not feats.any_traits:
+            if not dialect.any_traits:
                 raise _bad("Invalid query string parameters: The format "
                            f"'{ANY_FORM}' only supported since microversion "
-                           f"1.39. Got: {value}{where}")
+                           f"{dialect.refusal_hint('any_traits')}. Got: "
+                           f"{value}{where}")
             names = {n.strip() for n in value[3:].split(",")}
             if not all(names):
                 raise _bad("Invalid query string parameters: Expected "
@@ -256,11 +254,11 @@ def parse_required(values: Sequence[str], key: str, feats: Features):
             raise _bad("Invalid query string parameters: Expected 'required' "
                        f"parameter value of the form: {form}. Got an empty "
                        f"trait in: {value}{where}")
-        if banned and not feats.forbidden_traits:
+        if banned and not dialect.forbidden_traits:
             raise _bad("Invalid query string parameters: Expected 'required' "
                        f"parameter value of the form: {form}. Got: {value}"
                        f"{where}. Forbidden traits ('!') need microversion "
-                       "1.22 or later.")
+                       f"{dialect.refusal_hint('forbidden_traits')} or later.")
         forbidden |= banned
         for name in sorted(set(names)):
             if not name.startswith("!"):
@@ -268,11 +266,12 @@ def parse_required(values: Sequence[str], key: str, feats: Features):
     return _distinct(required, key, "required traits (or 'in:' lists)"), forbidden
 
 
-def parse_member_of(values: Sequence[str], key: str, feats: Features):
+def parse_member_of(values: Sequence[str], key: str, dialect: Dialect):
     """Values of one `member_of$S` key -> (list of any-of sets, forbidden set)."""
-    if len(values) > 1 and not feats.multi_member_of:
+    if len(values) > 1 and not dialect.multi_member_of:
         raise _bad(f"Multiple {key} parameters are not supported at this "
-                   "microversion; use 1.24 or later.")
+                   f"microversion; use {dialect.refusal_hint('multi_member_of')}"
+                   " or later.")
     required: list = []
     forbidden: set = set()
     for value in values:
@@ -288,10 +287,11 @@ def parse_member_of(values: Sequence[str], key: str, feats: Features):
                 raise _bad("Invalid query string parameters: Expected "
                            "'member_of' parameter to contain valid UUID(s). "
                            f"Got: {agg}{_where(key, 'member_of')}")
-        if negate and not feats.forbidden_aggregates:
+        if negate and not dialect.forbidden_aggregates:
             raise _bad(f"Forbidden {key} parameters are not supported in the "
                        "specified microversion: '!' (not in an aggregate) "
-                       "needs microversion 1.32 or later.")
+                       "needs microversion "
+                       f"{dialect.refusal_hint('forbidden_aggregates')} or later.")
         if negate:
             forbidden |= uuids
         else:
@@ -334,13 +334,13 @@ def _check_conflicts(groups: Mapping[str, RequestGroup]) -> None:
                    f"following traits keys: {', '.join(sorted(conflicts))}")
 
 
-def parse_groups(params: Mapping[str, Sequence[str]], feats: Features) -> dict:
+def parse_groups(params: Mapping[str, Sequence[str]], dialect: Dialect) -> dict:
     """The request groups, keyed by suffix; no cross-group checks."""
-    pattern = _KEY_STRING if feats.string_suffixes else _KEY_NUMBERED
+    pattern = _KEY_STRING if dialect.string_suffixes else _KEY_NUMBERED
     suffixes = set()
     for key in params:
         match = pattern.match(key)
-        if match and (feats.granular or not match.group(2)):
+        if match and (dialect.granular or not match.group(2)):
             suffixes.add(match.group(2) or "")
     if len(suffixes) > MAX_REQUEST_GROUPS:
         raise _bad(f"Invalid query string parameters: at most "
@@ -352,7 +352,7 @@ def parse_groups(params: Mapping[str, Sequence[str]], feats: Features) -> dict:
         if not match:
             continue
         prefix, suffix = match.group(1), match.group(2) or ""
-        if suffix and not feats.granular:
+        if suffix and not dialect.granular:
             continue
         group = groups.setdefault(suffix, RequestGroup(suffix=suffix))
         values = params[key]
@@ -361,10 +361,10 @@ def parse_groups(params: Mapping[str, Sequence[str]], feats: Features) -> dict:
             for value in values:
                 group.resources = parse_resources(value, key)
         elif prefix == "required":
-            group.required, group.forbidden = parse_required(values, key, feats)
+            group.required, group.forbidden = parse_required(values, key, dialect)
         elif prefix == "member_of":
             group.member_of, group.forbidden_aggs = parse_member_of(
-                values, key, feats)
+                values, key, dialect)
         else:
             for value in values:
                 group.in_tree = parse_in_tree(value, key)
@@ -412,25 +412,24 @@ def _check_resourceless(groups: Mapping[str, RequestGroup],
 
 
 def parse_candidate_request(params: Mapping[str, Sequence[str]],
-                            version: Sequence[int]) -> CandidateRequest:
+                            dialect: Dialect) -> CandidateRequest:
     """GET /allocation_candidates' query string -> CandidateRequest.
 
-    The api layer has already refused parameters the microversion does not
-    know (by jsonschema); this enforces the rules a schema cannot say.
+    The api layer has already refused parameters the caller may not use
+    (by jsonschema); this enforces the rules a schema cannot say.
     """
-    feats = Features(version)
-    groups = parse_groups(params, feats)
+    groups = parse_groups(params, dialect)
 
     limit = None
-    if feats.limit and params.get("limit"):
+    if dialect.limit and params.get("limit"):
         limit = int(_first(params, "limit"))
 
     root_required: set = set()
     root_forbidden: set = set()
-    if feats.root_required and params.get("root_required"):
+    if dialect.root_required and params.get("root_required"):
         value = _single(params, "root_required")
         listed, root_forbidden = parse_required(
-            [value], "root_required", ROOT_TRAIT_SYNTAX)
+            [value], "root_required", root_trait_dialect(dialect))
         root_required = {name for any_of in listed for name in any_of}
         conflicts = root_required & root_forbidden
         if conflicts:
@@ -439,7 +438,7 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
                        errors.QueryBadValue)
 
     same_subtrees: list = []
-    if feats.same_subtree:
+    if dialect.same_subtree:
         for value in params.get("same_subtree", []):
             suffixes = {s.strip() for s in value.split(",")}
             if "" in suffixes:
@@ -449,10 +448,10 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
         _check_resourceless(groups, same_subtrees)
     else:
         _check_orphans(groups)
-    if feats.forbidden_traits:
+    if dialect.forbidden_traits:
         _check_conflicts(groups)
 
-    group_policy = _first(params, "group_policy") if feats.granular else None
+    group_policy = _first(params, "group_policy") if dialect.granular else None
     numbered = [s for s in groups if s]
     if not group_policy and len(numbered) > 1:
         raise _bad('The "group_policy" parameter is required when specifying '
@@ -463,7 +462,7 @@ def parse_candidate_request(params: Mapping[str, Sequence[str]],
     return CandidateRequest(
         groups=groups, limit=limit, group_policy=group_policy,
         root_required=root_required, root_forbidden=root_forbidden,
-        same_subtrees=same_subtrees, nested_aware=feats.nested)
+        same_subtrees=same_subtrees, nested_aware=dialect.nested)
 
 
 @dataclass
@@ -478,20 +477,19 @@ class ProviderListFilter:
 
 
 def parse_provider_filters(params: Mapping[str, Sequence[str]],
-                           version: Sequence[int]) -> ProviderListFilter:
+                           dialect: Dialect) -> ProviderListFilter:
     """resources / required / member_of / in_tree of a provider list.
 
-    Which of them a microversion accepts is the api schema's business;
-    this applies the per-version forms (forbidden `!`, `in:`, repeats).
+    Which of them the caller may send is the api schema's business; this
+    applies the forms the dialect allows (forbidden `!`, `in:`, repeats).
     """
-    feats = Features(version)
     flt = ProviderListFilter()
     # A repeated resources or in_tree: Placement keeps the last value.
     for value in params.get("resources") or ():
         flt.resources = parse_resources(value)
     if params.get("required"):
         flt.required, flt.forbidden = parse_required(
-            params["required"], "required", feats)
+            params["required"], "required", dialect)
         conflicts = [n for s in flt.required for n in s
                      if len(s) == 1 and n in flt.forbidden]
         if conflicts:
@@ -500,7 +498,7 @@ def parse_provider_filters(params: Mapping[str, Sequence[str]],
                        f"({', '.join(sorted(conflicts))})")
     if params.get("member_of"):
         flt.member_of, flt.forbidden_aggs = parse_member_of(
-            params["member_of"], "member_of", feats)
+            params["member_of"], "member_of", dialect)
     for value in params.get("in_tree") or ():
         flt.in_tree = parse_in_tree(value)
     return flt

@@ -2,14 +2,15 @@
 
 Every value arrives as a list (a parameter may be repeated); the schema
 says which names a microversion knows and the simple value forms. The
-rules between parameters live in candidates/request.py.
+rules between parameters live in candidates/query.py.
 """
 from __future__ import annotations
 
 import copy
 
+from placement_lite.api import versions as v
 from placement_lite.api.microversion import VersionedTable
-from placement_lite.candidates.request import NUMBERED_SUFFIX, STRING_SUFFIX
+from placement_lite.candidates.query import NUMBERED_SUFFIX, STRING_SUFFIX
 
 STRINGS = {"type": "array", "items": {"type": "string"}, "minItems": 1}
 
@@ -20,18 +21,18 @@ def _many(item: dict) -> dict:
     return {"type": "array", "items": item, "minItems": 1}
 
 
-_1_10 = {
+_BASE = {
     "type": "object",
     "properties": {"resources": STRINGS},
     "required": ["resources"],
     "additionalProperties": False,
 }
-_1_16 = copy.deepcopy(_1_10)
-_1_16["properties"]["limit"] = _many({"type": "string", "pattern": r"^[1-9][0-9]*$"})
-_1_17 = copy.deepcopy(_1_16)
-_1_17["properties"]["required"] = STRINGS
-_1_21 = copy.deepcopy(_1_17)
-_1_21["properties"]["member_of"] = STRINGS
+_LIMIT = copy.deepcopy(_BASE)
+_LIMIT["properties"]["limit"] = _many({"type": "string", "pattern": r"^[1-9][0-9]*$"})
+_REQUIRED = copy.deepcopy(_LIMIT)
+_REQUIRED["properties"]["required"] = STRINGS
+_MEMBER_OF = copy.deepcopy(_REQUIRED)
+_MEMBER_OF["properties"]["member_of"] = STRINGS
 
 
 def _granular(suffix: str, in_tree: bool) -> dict:
@@ -42,23 +43,26 @@ def _granular(suffix: str, in_tree: bool) -> dict:
     return {rf"^{prefix}({suffix})?$": STRINGS for prefix in prefixes}
 
 
-_1_25 = copy.deepcopy(_1_21)
-del _1_25["required"]
-del _1_25["properties"]["resources"]
-del _1_25["properties"]["required"]
-del _1_25["properties"]["member_of"]
-_1_25["properties"]["group_policy"] = _many(
+_GRANULAR = copy.deepcopy(_MEMBER_OF)
+del _GRANULAR["required"]
+del _GRANULAR["properties"]["resources"]
+del _GRANULAR["properties"]["required"]
+del _GRANULAR["properties"]["member_of"]
+_GRANULAR["properties"]["group_policy"] = _many(
     {"type": "string", "enum": ["none", "isolate"]})
-_1_25["patternProperties"] = _granular(NUMBERED_SUFFIX, False)
-_1_31 = copy.deepcopy(_1_25)
-_1_31["patternProperties"] = _granular(NUMBERED_SUFFIX, True)
-_1_33 = copy.deepcopy(_1_31)
-_1_33["patternProperties"] = _granular(STRING_SUFFIX, True)
-_1_35 = copy.deepcopy(_1_33)
-_1_35["properties"]["root_required"] = STRINGS
-_1_36 = copy.deepcopy(_1_35)
-_1_36["properties"]["same_subtree"] = STRINGS
+_GRANULAR["patternProperties"] = _granular(NUMBERED_SUFFIX, False)
+_IN_TREE = copy.deepcopy(_GRANULAR)
+_IN_TREE["patternProperties"] = _granular(NUMBERED_SUFFIX, True)
+_STRING_SUFFIXES = copy.deepcopy(_IN_TREE)
+_STRING_SUFFIXES["patternProperties"] = _granular(STRING_SUFFIX, True)
+_ROOT_REQUIRED = copy.deepcopy(_STRING_SUFFIXES)
+_ROOT_REQUIRED["properties"]["root_required"] = STRINGS
+_SAME_SUBTREE = copy.deepcopy(_ROOT_REQUIRED)
+_SAME_SUBTREE["properties"]["same_subtree"] = STRINGS
 
-QUERY = VersionedTable([("1.10", _1_10), ("1.16", _1_16), ("1.17", _1_17),
-                        ("1.21", _1_21), ("1.25", _1_25), ("1.31", _1_31),
-                        ("1.33", _1_33), ("1.35", _1_35), ("1.36", _1_36)])
+QUERY = VersionedTable([
+    (v.ALLOCATION_CANDIDATES, _BASE), (v.CANDIDATE_LIMIT, _LIMIT),
+    (v.CANDIDATE_REQUIRED, _REQUIRED), (v.CANDIDATE_MEMBER_OF, _MEMBER_OF),
+    (v.GRANULAR, _GRANULAR), (v.CANDIDATE_IN_TREE, _IN_TREE),
+    (v.STRING_SUFFIXES, _STRING_SUFFIXES), (v.ROOT_REQUIRED, _ROOT_REQUIRED),
+    (v.SAME_SUBTREE, _SAME_SUBTREE)])

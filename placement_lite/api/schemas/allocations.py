@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 
+from placement_lite.api import versions as v
 from placement_lite.api.microversion import VersionedTable
 
 UUID = {"type": "string", "format": "uuid",
@@ -111,9 +112,10 @@ PUT_1_38 = copy.deepcopy(PUT_1_34)
 PUT_1_38["properties"]["consumer_type"] = CONSUMER_TYPE
 PUT_1_38["required"].append("consumer_type")
 
-PUT = VersionedTable([("1.0", PUT_1_0), ("1.8", PUT_1_8), ("1.12", PUT_1_12),
-                      ("1.28", PUT_1_28), ("1.34", PUT_1_34),
-                      ("1.38", PUT_1_38)])
+PUT = VersionedTable([(v.BASE, PUT_1_0), (v.ALLOCATION_OWNER, PUT_1_8),
+                      (v.DICT_ALLOCATIONS, PUT_1_12),
+                      (v.CONSUMER_GENERATIONS, PUT_1_28),
+                      (v.MAPPINGS, PUT_1_34), (v.CONSUMER_TYPES, PUT_1_38)])
 
 
 def _post(consumer: dict) -> dict:
@@ -130,10 +132,10 @@ def _post(consumer: dict) -> dict:
 
 
 POST = VersionedTable([
-    ("1.13", _post(PUT_1_12)),
-    ("1.28", _post(PUT_1_28)),
-    ("1.34", _post(PUT_1_34)),
-    ("1.38", _post(PUT_1_38)),
+    (v.BULK_ALLOCATIONS, _post(PUT_1_12)),
+    (v.CONSUMER_GENERATIONS, _post(PUT_1_28)),
+    (v.MAPPINGS, _post(PUT_1_34)),
+    (v.CONSUMER_TYPES, _post(PUT_1_38)),
 ])
 
 USAGES_1_9 = {
@@ -146,4 +148,4 @@ USAGES_1_38 = copy.deepcopy(USAGES_1_9)
 # Any string filters: a type nobody has simply matches nothing. `all` and
 # `unknown` (exactly so spelled) have meanings of their own.
 USAGES_1_38["properties"]["consumer_type"] = {"type": "string"}
-USAGES = VersionedTable([("1.9", USAGES_1_9), ("1.38", USAGES_1_38)])
+USAGES = VersionedTable([(v.USAGES, USAGES_1_9), (v.CONSUMER_TYPES, USAGES_1_38)])

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 
-from placement_lite.api.microversion import VersionedTable, v
+from placement_lite.api.microversion import VersionedTable
+from placement_lite.api.versions import (
+    CONSUMER_TYPES, MAPPINGS, RESHAPER, Feature)
 from placement_lite.api.schemas import allocations, inventories
 
 
-def _schema(version: str) -> dict:
-    allocs = copy.deepcopy(allocations.POST.at(v(version)))
+def _schema(feature: Feature) -> dict:
+    allocs = copy.deepcopy(allocations.POST.at(feature.since))
     allocs["minProperties"] = 0
     return {
         "type": "object",
@@ -32,4 +34,4 @@ def _schema(version: str) -> dict:
 
 
 RESHAPE = VersionedTable([(start, _schema(start))
-                          for start in ("1.30", "1.34", "1.38")])
+                          for start in (RESHAPER, MAPPINGS, CONSUMER_TYPES)])

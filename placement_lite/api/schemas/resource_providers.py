@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 
 from placement_lite.api.microversion import VersionedTable
+from placement_lite.api.versions import BASE, NESTED_PROVIDERS
 
 # A uuid with or without its dashes, in either case, as Placement accepts;
 # the uuid of a new provider is stored in the canonical dashed lower case.
@@ -22,7 +23,7 @@ _CREATE_1_0 = {
 _CREATE_1_14 = copy.deepcopy(_CREATE_1_0)
 _CREATE_1_14["properties"]["parent_provider_uuid"] = PARENT
 
-CREATE = VersionedTable([("1.0", _CREATE_1_0), ("1.14", _CREATE_1_14)])
+CREATE = VersionedTable([(BASE, _CREATE_1_0), (NESTED_PROVIDERS, _CREATE_1_14)])
 
 _UPDATE_1_0 = {
     "type": "object",
@@ -33,7 +34,7 @@ _UPDATE_1_0 = {
 _UPDATE_1_14 = copy.deepcopy(_UPDATE_1_0)
 _UPDATE_1_14["properties"]["parent_provider_uuid"] = PARENT
 
-UPDATE = VersionedTable([("1.0", _UPDATE_1_0), ("1.14", _UPDATE_1_14)])
+UPDATE = VersionedTable([(BASE, _UPDATE_1_0), (NESTED_PROVIDERS, _UPDATE_1_14)])
 
 # The list filters every microversion accepts; filters that arrive at later
 # microversions (member_of, resources, in_tree, required) register their
