@@ -72,3 +72,57 @@ def test_the_domain_never_sees_versions(layer):
     for path in sorted((PACKAGE / layer).rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         assert "api.versions" not in text and "microversion import" not in text, path
+
+
+@pytest.fixture(scope="module")
+def client():
+    import falcon.testing
+
+    from placement_lite.app import create_app
+    from placement_lite.config import Settings
+    from tests.backends import fresh_database
+    with fresh_database("sqlite") as db:
+        yield falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+
+
+def _at(version: str) -> dict:
+    return {"X-Auth-Token": "admin",
+            "OpenStack-API-Version": f"placement {version}"}
+
+
+def _refusal(result, status: int) -> str:
+    assert result.status_code == status, result.text
+    return result.json["errors"][0]["detail"]
+
+
+def test_refusals_name_the_microversion_that_allows_the_request(client):
+    """The domain is told no version, yet every refusal still names where
+    the refused form becomes available."""
+    root = client.simulate_post("/resource_providers", headers=_at("1.20"),
+                                json={"name": "root"}).json["uuid"]
+    child = client.simulate_post(
+        "/resource_providers", headers=_at("1.20"),
+        json={"name": "child", "parent_provider_uuid": root}).json["uuid"]
+    detail = _refusal(client.simulate_put(
+        f"/resource_providers/{child}", headers=_at("1.36"),
+        json={"name": "child", "parent_provider_uuid": None}), 400)
+    assert detail.endswith("(Moving a provider that has a parent needs "
+                           "microversion 1.37.)")
+    detail = _refusal(client.simulate_post(
+        f"/resource_providers/{root}/inventories", headers=_at("1.25"),
+        json={"resource_class": "VCPU", "total": 4, "reserved": 4}), 400)
+    assert detail.endswith("(from microversion 1.26 it may be zero).")
+    detail = _refusal(client.simulate_delete(
+        f"/resource_providers/{root}/inventories", headers=_at("1.4")), 405)
+    assert detail.endswith("needs microversion 1.5 or later.")
+    detail = _refusal(client.simulate_get("/traits", headers=_at("1.5")), 404)
+    assert detail.endswith("(needs 1.6 or later).")
+    agg = "11111111-1111-1111-1111-111111111111"
+    detail = _refusal(client.simulate_get(
+        "/allocation_candidates", headers=_at("1.31"),
+        params={"resources": "VCPU:1", "member_of": f"!{agg}"}), 400)
+    assert detail.endswith("needs microversion 1.32 or later.")
+    detail = _refusal(client.simulate_get(
+        "/resource_providers", headers=_at("1.38"),
+        params={"required": "in:A,B"}), 400)
+    assert "only supported since microversion 1.39. Got: in:A,B" in detail

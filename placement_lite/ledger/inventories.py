@@ -62,15 +62,18 @@ def make(resource_class: str, data: Mapping) -> Inventory:
 
 
 def validate(provider: Provider, inv: Inventory,
-             reserved_may_equal_total: bool = True) -> None:
+             reserved_may_equal_total: bool = True,
+             relaxed_at: str = "") -> None:
     """Invalid (400) for an inventory that cannot hold anything sensible.
 
     Capacity is (total - reserved) * allocation_ratio, truncated to an
-    integer as Placement truncates it here. Until microversion 1.26 it had
-    to be positive (reserved below total, a positive ratio); from 1.26 it
-    may be zero (a provider whose whole inventory is held back) but never
-    negative. The wording is Placement's, whichever of the three numbers
-    is at fault, followed by the numbers.
+    integer as Placement truncates it here. Under the strict rule (older
+    callers) it must be positive (reserved below total, a positive ratio);
+    with `reserved_may_equal_total` it may be zero (a provider whose whole
+    inventory is held back) but never negative. `relaxed_at` is where a
+    strict caller can get the relaxed rule; the refusal names it. The
+    wording is Placement's, whichever of the three numbers is at fault,
+    followed by the numbers.
     """
     where = f"'{inv.resource_class}' on resource provider '{provider.uuid}'"
     cap = inv.capacity
@@ -86,8 +89,9 @@ def validate(provider: Provider, inv: Inventory,
     elif not cap > 0:
         raise errors.Invalid(
             f"Invalid inventory for {where}. The reserved value is greater "
-            f"than or equal to total: the {numbers} must be positive (from "
-            "microversion 1.26 it may be zero).")
+            f"than or equal to total: the {numbers} must be positive"
+            + (f" (from microversion {relaxed_at} it may be zero)."
+               if relaxed_at else "."))
     if inv.min_unit > inv.max_unit:
         raise errors.Invalid(
             f"Invalid inventory for {where}. min_unit ({inv.min_unit}) must "

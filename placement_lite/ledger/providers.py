@@ -273,11 +273,13 @@ def descendant_ids(conn: Connection, provider: Provider) -> set[int]:
 
 
 def update_provider(conn: Connection, provider: Provider, name: str,
-                    parent_uuid=UNSET, allow_reparenting: bool = False) -> Provider:
+                    parent_uuid=UNSET, allow_reparenting: bool = False,
+                    reparenting_at: str = "") -> Provider:
     """Rename a provider and, when `parent_uuid` is given, (re)parent it.
 
-    Without `allow_reparenting` (before microversion 1.37) a parent may
-    only be set on a provider that has none. With it, a provider may move
+    Without `allow_reparenting` (older callers) a parent may only be set
+    on a provider that has none; the refusal names `reparenting_at`, where
+    the caller can get reparenting. With it, a provider may move
     under another parent or become a root (parent_uuid None), taking its
     subtree along. It may never move below itself (400).
     """
@@ -298,8 +300,9 @@ def update_provider(conn: Connection, provider: Provider, name: str,
             raise errors.Invalid(
                 failed
                 + ("re-parenting" if parent_uuid is not None else "un-parenting")
-                + " a provider is not currently allowed. (Moving a provider "
-                "that has a parent needs microversion 1.37.)")
+                + " a provider is not currently allowed."
+                + (" (Moving a provider that has a parent needs microversion "
+                   f"{reparenting_at}.)" if reparenting_at else ""))
         if parent is None:
             values.update(parent_provider_id=None, root_provider_id=provider.id)
             moved_root = provider.id
