@@ -61,6 +61,7 @@ class Search:
         self.observer = observer
         self.budget = budget or combiner.Budget()
         self._layouts: dict = {}
+        self._one = Layout(self.plan.slots, (0,) * len(self.plan.slots))
         # Every provider read, for the rendering of the candidates.
         self.uuids: dict = {}
         self.roots: dict = {}
@@ -111,6 +112,9 @@ class Search:
                 return
 
     def _candidate(self, chosen) -> Candidate:
+        if chosen and chosen.count(chosen[0]) == len(chosen):
+            # One provider serves every slot (a flat cloud's every answer).
+            return Candidate(chosen[:1], self._one)
         providers = tuple(dict.fromkeys(chosen))
         # Each slot's provider as a position in `providers`.
         pattern = tuple(map(providers.index, chosen))
