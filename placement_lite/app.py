@@ -1,12 +1,16 @@
 """create_app(settings) -> falcon.App: the middleware and the one route table."""
 from __future__ import annotations
 
-import importlib
+from dataclasses import dataclass
 from typing import Optional
 
 import falcon
 
-from placement_lite.api import cors, errors
+from placement_lite.api import (
+    aggregates, allocation_candidates, allocations, catalog, cors, errors,
+    inventories, lease, limits, openapi, projects, quota, reshaper,
+    resource_classes, resource_providers, root, traits, usages)
+from placement_lite.api import metrics as metrics_api
 from placement_lite.api.auth import AuthMiddleware
 from placement_lite.api.metrics import Metrics
 from placement_lite.api.microversion import MicroversionMiddleware
@@ -20,34 +24,74 @@ from placement_lite.config import Settings
 from placement_lite.db.engine import Database
 from placement_lite.quota import enforce
 
-# Each module exports ROUTES = [(uri_template, ResourceClass), ...].
-API_MODULES = [
-    "placement_lite.api.root",
-    "placement_lite.api.openapi",
-    "placement_lite.api.allocation_candidates",
-    "placement_lite.api.aggregates",
-    "placement_lite.api.allocations",
-    "placement_lite.api.inventories",
-    "placement_lite.api.resource_classes",
-    "placement_lite.api.reshaper",
-    "placement_lite.api.resource_providers",
-    "placement_lite.api.traits",
-    "placement_lite.api.usages",
-    "placement_lite.api.catalog",
-    "placement_lite.api.lease",
-    "placement_lite.api.limits",
-    "placement_lite.api.projects",
-    "placement_lite.api.quota",
-]
-# Our own APIs beside Placement's: their errors carry `code` whatever
-# microversion the caller sent (Placement's 1.23 cut-off is not theirs).
-OWN_API_MODULES = frozenset({
-    "placement_lite.api.catalog",
-    "placement_lite.api.lease",
-    "placement_lite.api.limits",
-    "placement_lite.api.projects",
-    "placement_lite.api.quota",
-})
+
+@dataclass(frozen=True)
+class Route:
+    template: str
+    resource: type
+    # Our own APIs beside Placement's (unified limits, projects, the
+    # catalog, quota, leases): their errors carry `code` whatever
+    # microversion the caller sent (Placement's 1.23 cut-off is not theirs).
+    own: bool = False
+
+
+# The route table: every URL the service answers, and the resource class
+# that answers it. Each resource is built once with the Services.
+ROUTES: tuple[Route, ...] = (
+    Route("/", root.Root),
+    Route("/healthcheck", root.Healthcheck),
+    Route("/openapi.json", openapi.OpenAPIDocument),
+    # Placement's API
+    Route("/resource_providers", resource_providers.ResourceProviders),
+    Route("/resource_providers/{uuid}", resource_providers.ResourceProvider),
+    Route("/resource_providers/{uuid}/inventories", inventories.Inventories),
+    Route("/resource_providers/{uuid}/inventories/{resource_class}",
+          inventories.Inventory),
+    Route("/resource_providers/{uuid}/aggregates", aggregates.ProviderAggregates),
+    Route("/resource_providers/{uuid}/traits", traits.ProviderTraits),
+    Route("/resource_providers/{uuid}/allocations", allocations.ProviderAllocations),
+    Route("/resource_providers/{uuid}/usages", usages.ProviderUsages),
+    Route("/resource_classes", resource_classes.ResourceClasses),
+    Route("/resource_classes/{name}", resource_classes.ResourceClass),
+    Route("/traits", traits.Traits),
+    Route("/traits/{name}", traits.Trait),
+    Route("/allocations", allocations.Allocations),
+    Route("/allocations/{consumer_uuid}", allocations.ConsumerAllocations),
+    Route("/allocation_candidates", allocation_candidates.AllocationCandidates),
+    Route("/usages", usages.Usages),
+    Route("/reshaper", reshaper.Reshaper),
+    # Keystone's catalog, projects and unified limits (oslo.limit reads them)
+    Route("/v3/services", catalog.Services, own=True),
+    Route("/v3/services/{service_id}", catalog.Service, own=True),
+    Route("/v3/regions", catalog.Regions, own=True),
+    Route("/v3/regions/{region_id}", catalog.Region, own=True),
+    Route("/v3/endpoints", catalog.Endpoints, own=True),
+    Route("/v3/endpoints/{endpoint_id}", catalog.Endpoint, own=True),
+    Route("/v3", limits.IdentityVersion, own=True),
+    Route("/v3/", limits.IdentityVersion, own=True),
+    Route("/v3/registered_limits", limits.RegisteredLimits, own=True),
+    Route("/v3/registered_limits/{registered_limit_id}", limits.RegisteredLimit,
+          own=True),
+    Route("/v3/limits", limits.Limits, own=True),
+    Route("/v3/limits/model", limits.LimitModel, own=True),
+    Route("/v3/limits/{limit_id}", limits.Limit, own=True),
+    Route("/v3/projects", projects.Projects, own=True),
+    Route("/v3/projects/{project_id}", projects.Project, own=True),
+    # Quota and Blazar's lease policy
+    Route("/quota/check", quota.QuotaCheck, own=True),
+    Route("/quota/lease-ledger", lease.LeaseLedger, own=True),
+    Route("/v1/check-create", lease.CheckCreate, own=True),
+    Route("/v1/check-update", lease.CheckUpdate, own=True),
+    Route("/v1/on-end", lease.OnEnd, own=True),
+)
+# Served only when metrics are enabled.
+METRICS_ROUTES: tuple[Route, ...] = (Route("/metrics", metrics_api.MetricsResource),)
+
+
+def routes():
+    """(template, resource class) for every route served whatever the
+    settings."""
+    return [(r.template, r.resource) for r in ROUTES]
 
 
 # The order methods are listed in an Allow header.
@@ -88,12 +132,6 @@ def _options_responder(allowed):
     return on_options
 
 
-def routes():
-    for name in API_MODULES:
-        module = importlib.import_module(name)
-        yield from module.ROUTES
-
-
 def create_app(settings: Settings, db: Optional[Database] = None,
                worker: Optional[int] = None) -> falcon.App:
     db = db or Database(settings.db, pool_size=settings.db_pool_size,
@@ -109,7 +147,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     services.claim_checks.append(services.enforcer)
     metrics = Metrics(worker)
     metrics.attach(db)
-    services.extras["metrics"] = metrics
+    services.metrics = metrics
     observers = [metrics.observe_request] if settings.metrics_enabled else []
     cors_mw = cors.from_settings(settings)
     # Held so the access log can name the route of a request refused
@@ -135,20 +173,13 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     # A response without a body carries no Content-Type (HttpRulesMiddleware
     # names JSON for bodies that do not name a type).
     app.resp_options.default_media_type = None
-    table = list(routes())
-    own = {template for name in OWN_API_MODULES
-           for template, _r in importlib.import_module(name).ROUTES}
-    if settings.metrics_enabled:
-        from placement_lite.api import metrics as metrics_api
-        table += metrics_api.ROUTES
-    errors.install(app, code_always=frozenset(own))
-    routed = []
-    for template, resource_class in table:
-        resource = resource_class(services)
-        app.add_route(template, resource)
-        routed.append((template, resource))
-    # The OpenAPI document is built from exactly what is routed here.
-    services.extras["route_table"] = routed
+    table = ROUTES + (METRICS_ROUTES if settings.metrics_enabled else ())
+    errors.install(app, code_always=frozenset(r.template for r in table if r.own))
+    for route in table:
+        resource = route.resource(services)
+        app.add_route(route.template, resource)
+        # The OpenAPI document is built from exactly what is routed here.
+        services.routed.append((route.template, resource))
     if settings.ui:
         # Imported only when on: without --ui the console adds no route,
         # no template loading and no work to any request. Its HTML pages

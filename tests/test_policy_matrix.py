@@ -11,7 +11,6 @@ Placement's gabbits send.
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import uuid
 
@@ -20,7 +19,6 @@ import falcon.testing
 import pytest
 
 from placement_lite import app as app_module
-from placement_lite.api import metrics as metrics_api
 from placement_lite.api.auth import is_public
 from placement_lite.api.policy import BASE, PROFILES, RULES, Policy, PolicyError
 from placement_lite.app import create_app
@@ -52,11 +50,8 @@ ANY_SCOPE_ADMINS = ADMINS | {"system_admin"}
 
 
 def _route_table():
-    modules = list(app_module.API_MODULES) + [metrics_api.__name__]
-    for name in modules:
-        module = importlib.import_module(name)
-        for template, resource in module.ROUTES:
-            yield name, template, resource
+    for route in app_module.ROUTES + app_module.METRICS_ROUTES:
+        yield route.resource.__module__, route.template, route.resource
 
 
 def _responders(resource):

@@ -55,6 +55,3 @@ class ProviderAggregates:
         # Placement's does (the set stored is exactly that list's).
         generation = self.services.db.run_write(replace)
         self._send(req, resp, list(wanted), generation)
-
-
-ROUTES = [("/resource_providers/{uuid}/aggregates", ProviderAggregates)]

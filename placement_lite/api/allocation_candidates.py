@@ -117,7 +117,7 @@ class AllocationCandidates:
             sums = summaries.summarize(conn, result, wanted.nested_aware,
                                        classes, with_traits=with_traits,
                                        with_tree=with_tree)
-        metrics = self.services.extras.get("metrics")
+        metrics = self.services.metrics
         if metrics is not None:
             metrics.observe_candidate_search(time.perf_counter() - started)
         if version.has(DICT_ALLOCATIONS):
@@ -128,6 +128,3 @@ class AllocationCandidates:
         resp.data = ('{"allocation_requests":%s,"provider_summaries":%s}' % (
             reqs, _summaries(sums, with_traits, with_tree))).encode()
         render.cache_headers(req, resp)
-
-
-ROUTES = [("/allocation_candidates", AllocationCandidates)]

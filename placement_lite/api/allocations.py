@@ -141,10 +141,3 @@ class ProviderAllocations:
         render.send(resp, {"allocations": allocs,
                            "resource_provider_generation": generation})
         render.cache_headers(req, resp, stamps)
-
-
-ROUTES = [
-    ("/allocations", Allocations),
-    ("/allocations/{consumer_uuid}", ConsumerAllocations),
-    ("/resource_providers/{uuid}/allocations", ProviderAllocations),
-]

@@ -140,13 +140,3 @@ class Endpoint(Resource):
     def on_delete(self, req, resp, endpoint_id):
         self.db.run_write(lambda conn: catalog.delete_endpoint(conn, endpoint_id))
         render.no_content(resp)
-
-
-ROUTES = [
-    ("/v3/services", Services),
-    ("/v3/services/{service_id}", Service),
-    ("/v3/regions", Regions),
-    ("/v3/regions/{region_id}", Region),
-    ("/v3/endpoints", Endpoints),
-    ("/v3/endpoints/{endpoint_id}", Endpoint),
-]

@@ -238,11 +238,3 @@ class LeaseLedger:
         with self.db.read() as conn:
             entries = lease.ledger(conn, query["project_id"])
         render.send(resp, ledger_body(query["project_id"], entries))
-
-
-ROUTES = [
-    ("/v1/check-create", CheckCreate),
-    ("/v1/check-update", CheckUpdate),
-    ("/v1/on-end", OnEnd),
-    ("/quota/lease-ledger", LeaseLedger),
-]

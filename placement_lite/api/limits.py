@@ -207,14 +207,3 @@ class LimitModel(Resource):
                                      "enforced": enforcement.enforce}})
 
     on_head = on_get
-
-
-ROUTES = [
-    ("/v3", IdentityVersion),
-    ("/v3/", IdentityVersion),
-    ("/v3/registered_limits", RegisteredLimits),
-    ("/v3/registered_limits/{registered_limit_id}", RegisteredLimit),
-    ("/v3/limits", Limits),
-    ("/v3/limits/model", LimitModel),
-    ("/v3/limits/{limit_id}", Limit),
-]

@@ -276,12 +276,10 @@ class MetricsResource:
     produces = None  # one text format, whatever a scraper's Accept says
 
     def __init__(self, services):
-        self.metrics: Metrics = services.extras["metrics"]
+        self.metrics: Metrics = services.metrics
         self.gauges = LedgerGauges(services.db, services.settings)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = CONTENT_TYPE
         resp.text = self.metrics.render() + self.gauges.render()
 
-
-ROUTES = [("/metrics", MetricsResource)]

@@ -4,26 +4,29 @@ The document is built from the route table itself, so every route and
 method the service answers is in it and nothing else is: path parameters
 come from the URI templates, summaries from openapi.yaml (shipped beside
 this module) or the resource's docstring. Request bodies and query strings
-are the very jsonschema documents the resources validate with, named in
-openapi.yaml as `x-body-schema` / `x-query-schema: module:NAME` and taken
-at the latest microversion, which is the one the document describes.
+are the very jsonschema documents the resources validate with (BODIES and
+QUERIES below), taken at the latest microversion, which is the one the
+document describes.
 """
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import re
 import threading
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Iterable
+from typing import Any, Iterable
 
 import falcon
 import yaml
 
-from placement_lite.api.microversion import MAX_VERSION, VersionedTable
+from placement_lite.api import resource_providers
 from placement_lite.api.auth import READS, is_public
+from placement_lite.api.microversion import MAX_VERSION, VersionedTable
+from placement_lite.api.schemas import (
+    aggregates, allocation_candidates, allocations, inventories, lease, limits,
+    reshaper, resource_classes, traits)
+from placement_lite.api.schemas import resource_providers as providers
 
 OVERLAY = Path(__file__).with_name("openapi.yaml")
 _PARAM_RE = re.compile(r"{([^}:]+)(?::[^}]*)?}")
@@ -36,19 +39,58 @@ def _load_overlay() -> dict:
         return yaml.safe_load(fh)
 
 
-def resolve_schema(ref: str) -> dict:
-    """`module:NAME` -> the jsonschema document (at the latest version)."""
-    module_name, _, attr = ref.partition(":")
-    if "." not in module_name:
-        module_name = f"placement_lite.api.schemas.{module_name}"
-    value = getattr(importlib.import_module(module_name), attr)
-    if callable(value) and not isinstance(value, VersionedTable):
-        # A schema built per request (from filters registered at import):
-        # ask for the latest microversion's.
-        value = value(SimpleNamespace(context=SimpleNamespace(microversion=MAX_VERSION)))
-    if isinstance(value, VersionedTable):
-        value = value.at(MAX_VERSION)
-    return copy.deepcopy(value)
+# (route template, method) -> the schema its request body is validated with.
+BODIES: dict[tuple[str, str], Any] = {
+    ("/resource_providers", "post"): providers.CREATE,
+    ("/resource_providers/{uuid}", "put"): providers.UPDATE,
+    ("/resource_providers/{uuid}/inventories", "put"): inventories.REPLACE,
+    ("/resource_providers/{uuid}/inventories", "post"): inventories.CREATE_ONE,
+    ("/resource_providers/{uuid}/inventories/{resource_class}", "put"):
+        inventories.UPDATE_ONE,
+    ("/resource_providers/{uuid}/aggregates", "put"): aggregates.UPDATE,
+    ("/resource_providers/{uuid}/traits", "put"): traits.SET_FOR_PROVIDER,
+    ("/resource_classes", "post"): resource_classes.NAMED,
+    ("/allocations/{consumer_uuid}", "put"): allocations.PUT,
+    ("/allocations", "post"): allocations.POST,
+    ("/reshaper", "post"): reshaper.RESHAPE,
+    ("/v3/registered_limits", "post"): limits.REGISTERED_LIMITS_CREATE,
+    ("/v3/registered_limits/{registered_limit_id}", "patch"):
+        limits.REGISTERED_LIMIT_UPDATE,
+    ("/v3/limits", "post"): limits.LIMITS_CREATE,
+    ("/v3/limits/{limit_id}", "patch"): limits.LIMIT_UPDATE,
+    ("/v3/projects", "post"): limits.PROJECT_CREATE,
+    ("/v3/projects/{project_id}", "patch"): limits.PROJECT_UPDATE,
+    ("/v3/services", "post"): limits.SERVICE_CREATE,
+    ("/v3/regions", "post"): limits.REGION_CREATE,
+    ("/v3/endpoints", "post"): limits.ENDPOINT_CREATE,
+    ("/v3/endpoints/{endpoint_id}", "patch"): limits.ENDPOINT_UPDATE,
+    ("/quota/check", "post"): limits.QUOTA_CHECK,
+}
+# (route template, method) -> the schema its query string is validated with.
+QUERIES: dict[tuple[str, str], Any] = {
+    # Built from the filters registered for the version asked for.
+    ("/resource_providers", "get"): resource_providers.query_schema_at,
+    ("/traits", "get"): traits.LIST_QUERY,
+    ("/allocation_candidates", "get"): allocation_candidates.QUERY,
+    ("/usages", "get"): allocations.USAGES,
+    ("/v3/registered_limits", "get"): limits.REGISTERED_LIMITS_QUERY,
+    ("/v3/limits", "get"): limits.LIMITS_QUERY,
+    ("/v3/projects", "get"): limits.PROJECTS_QUERY,
+    ("/v3/services", "get"): limits.SERVICES_QUERY,
+    ("/v3/endpoints", "get"): limits.ENDPOINTS_QUERY,
+    ("/quota/lease-ledger", "get"): lease.LEDGER_QUERY,
+}
+
+
+def latest(schema) -> dict:
+    """The document a BODIES or QUERIES entry means at the latest
+    microversion: a VersionedTable at that version, a function of the
+    version called with it, a plain document as it is."""
+    if isinstance(schema, VersionedTable):
+        schema = schema.at(MAX_VERSION)
+    elif callable(schema):
+        schema = schema(MAX_VERSION)
+    return copy.deepcopy(schema)
 
 
 def _query_parameters(schema: dict) -> list[dict]:
@@ -106,16 +148,16 @@ def build(route_table) -> dict:
                 if (name, "path") not in documented:
                     params.append({"name": name, "in": "path", "required": True,
                                    "schema": {"type": "string"}})
-            query_ref = op.pop("x-query-schema", None)
-            if query_ref:
-                params += [p for p in _query_parameters(resolve_schema(query_ref))
+            query = QUERIES.get((template, verb.lower()))
+            if query is not None:
+                params += [p for p in _query_parameters(latest(query))
                            if (p["name"], "query") not in documented]
             params.append({"$ref": "#/components/parameters/Microversion"})
             op["parameters"] = params
-            body_ref = op.pop("x-body-schema", None)
-            if body_ref:
+            body = BODIES.get((template, verb.lower()))
+            if body is not None:
                 op["requestBody"] = {"required": True, "content": {
-                    "application/json": {"schema": resolve_schema(body_ref)}}}
+                    "application/json": {"schema": latest(body)}}}
             responses = op.setdefault("responses", {})
             if not any(str(code).startswith("2") for code in responses):
                 responses["2XX"] = {"description": "Success."}
@@ -135,18 +177,15 @@ class OpenAPIDocument:
     public_methods = READS
 
     def __init__(self, services):
-        # Read when first served: app.py fills these in once every
-        # resource exists.
-        self.extras = services.extras
+        # Read when first served: create_app fills services.routed in once
+        # every resource exists.
+        self.services = services
         self._lock = threading.Lock()
         self._text = None
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._lock:
             if self._text is None:
-                self._text = json.dumps(build(self.extras["route_table"]))
+                self._text = json.dumps(build(self.services.routed))
         resp.content_type = falcon.MEDIA_JSON
         resp.text = self._text
-
-
-ROUTES = [("/openapi.json", OpenAPIDocument)]

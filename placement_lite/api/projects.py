@@ -80,9 +80,3 @@ class Project(Resource):
         self.db.run_write(lambda conn: projects.delete_project(
             conn, projects.get(conn, project_id)))
         render.no_content(resp)
-
-
-ROUTES = [
-    ("/v3/projects", Projects),
-    ("/v3/projects/{project_id}", Project),
-]

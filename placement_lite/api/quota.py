@@ -26,6 +26,3 @@ class QuotaCheck:
         with self.db.read() as conn:
             self.enforcer.check_deltas(conn, body["project_id"], body["deltas"])
         render.no_content(resp)
-
-
-ROUTES = [("/quota/check", QuotaCheck)]

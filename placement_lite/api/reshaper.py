@@ -37,6 +37,3 @@ class Reshaper:
             self.services.db.run_write(lambda conn: reshaper.reshape(
                 conn, wanted, writes, self.services.claim_checks))
         render.no_content(resp)
-
-
-ROUTES = [("/reshaper", Reshaper)]

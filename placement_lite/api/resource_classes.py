@@ -89,9 +89,3 @@ class ResourceClass:
         self.services.db.run_write(
             lambda conn: resource_classes.delete_class(conn, name))
         render.no_content(resp)
-
-
-ROUTES = [
-    ("/resource_classes", ResourceClasses),
-    ("/resource_classes/{name}", ResourceClass),
-]

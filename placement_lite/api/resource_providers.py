@@ -88,7 +88,11 @@ PROVIDER_FILTERS: list[ProviderFilter] = [
 
 
 def list_query_schema(req: falcon.Request) -> dict:
-    version = req.context.microversion
+    return query_schema_at(req.context.microversion)
+
+
+def query_schema_at(version) -> dict:
+    """GET /resource_providers' query schema: the filters `version` has."""
     extra = {f.name: f.schema.at(version) if isinstance(f.schema, VersionedTable)
              else f.schema
              for f in PROVIDER_FILTERS if version.has(f.since)}
@@ -165,8 +169,7 @@ class ResourceProvider:
             return providers.update_provider(
                 conn, provider, data["name"],
                 data.get("parent_provider_uuid", providers.UNSET),
-                allow_reparenting=reparent,
-                reparenting_at=str(REPARENTING.since))
+                allow_reparenting=reparent)
 
         updated = self.services.db.run_write(update)
         render.send(resp, provider_body(req, updated))
@@ -182,9 +185,3 @@ class ResourceProvider:
 
         self.services.db.run_write(remove)
         render.no_content(resp)
-
-
-ROUTES = [
-    ("/resource_providers", ResourceProviders),
-    ("/resource_providers/{uuid}", ResourceProvider),
-]

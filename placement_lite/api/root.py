@@ -57,6 +57,3 @@ class Healthcheck:
 
     # Load balancers often probe with HEAD: same check, status only.
     on_head = on_get
-
-
-ROUTES = [("/", Root), ("/healthcheck", Healthcheck)]

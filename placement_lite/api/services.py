@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Optional
 
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database
+from placement_lite.api.metrics import Metrics
 from placement_lite.api.policy import Policy
 from placement_lite.ledger.allocations import ClaimCheck
 from placement_lite.quota.enforce import Enforcer
@@ -22,5 +23,10 @@ class Services:
     # write transaction (ledger.allocations.ClaimCheck); the enforcer is
     # one. A check refuses a claim by raising a ledger error (OverLimit).
     claim_checks: list[ClaimCheck] = field(default_factory=list)
-    # Optional collectors (metrics); resources must work without them.
-    extras: dict[str, Any] = field(default_factory=dict)
+    # The process's request and search metrics (create_app sets them; a
+    # resource built without them must still work).
+    metrics: Optional[Metrics] = None
+    # (template, resource) for every route as routed, filled in by
+    # create_app once every resource exists: the OpenAPI document is built
+    # from it.
+    routed: list[tuple[str, object]] = field(default_factory=list)

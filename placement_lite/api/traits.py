@@ -138,10 +138,3 @@ class ProviderTraits:
 
         self.services.db.run_write(remove)
         render.no_content(resp)
-
-
-ROUTES = [
-    ("/traits", Traits),
-    ("/traits/{name}", Trait),
-    ("/resource_providers/{uuid}/traits", ProviderTraits),
-]

@@ -51,9 +51,3 @@ class Usages:
         render.send(resp, {"usages": result})
         # A computed view: no stored timestamp says when it last changed.
         render.cache_headers(req, resp)
-
-
-ROUTES = [
-    ("/resource_providers/{uuid}/usages", ProviderUsages),
-    ("/usages", Usages),
-]
