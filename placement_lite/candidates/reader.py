@@ -14,7 +14,7 @@ from typing import Iterator, Optional
 from sqlalchemy import and_, bindparam, case, exists, func, or_, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates import filters
+from placement_lite.candidates import filters, steps
 from placement_lite.candidates.facts import (
     NO_SHARING, Facts, Sharing, Slice)
 from placement_lite.candidates.plan import Plan
@@ -112,25 +112,22 @@ class Reader:
         conds = [where, or_(*[and_(inv.c.resource_class_id + 0 == rc,
                                    *filters.capacity_conditions(inv, amount))
                               for rc, amount in wanted])]
-        conds += filters.trait_clauses(RP.c.id, (), g.forbidden, lk.trait_ids)
-        if g.member_of:
-            ok = [and_(*filters.aggregate_clauses(col, g.member_of, (), lk.agg_ids))
-                  for col in (RP.c.id, RP.c.root_provider_id)]
-            if in_trees:
-                conds.append(or_(ok[0], and_(RP.c.root_provider_id != RP.c.id,
-                                             ok[1])))
-            else:
-                cols.append(case((ok[0], 1), else_=0).label("agg_ok"))
-        if g.forbidden_aggs:
-            bad_ids = filters.known_ids(g.forbidden_aggs, lk.agg_ids)
-            bad = filters.in_any_aggregate(RP.c.id, bad_ids)
-            if in_trees:
-                conds.append(~bad)
-                conds.append(~filters.in_any_aggregate(RP.c.root_provider_id, bad_ids))
-            else:
+        if in_trees:
+            conds += [step.clause for step in steps.unnumbered_steps(g, lk, RP)]
+        else:
+            # Read as sharing providers of other trees: their own
+            # aggregates are flags (the anchor's root decides the rest).
+            conds += filters.trait_clauses(RP.c.id, (), g.forbidden, lk.trait_ids)
+            if g.member_of:
+                ok = and_(*filters.aggregate_clauses(RP.c.id, g.member_of, (),
+                                                     lk.agg_ids))
+                cols.append(case((ok, 1), else_=0).label("agg_ok"))
+            if g.forbidden_aggs:
+                bad = filters.in_any_aggregate(
+                    RP.c.id, filters.known_ids(g.forbidden_aggs, lk.agg_ids))
                 cols.append(case((bad, 1), else_=0).label("agg_bad"))
-        if g.in_tree:
-            conds.append(RP.c.root_provider_id == lk.tree_roots[""])
+            if g.in_tree:
+                conds.append(RP.c.root_provider_id == lk.tree_roots[""])
         query = (select(*cols)
                  .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
                  .where(*conds)
@@ -152,16 +149,9 @@ class Reader:
         return query
 
     def _numbered_select(self, suffix: str, where):
-        lk = self.plan.lookups
         group = self.plan.req.groups[suffix]
-        conds = [where]
-        conds += filters.capacity_clauses(RP.c.id, group.resources, lk.rc_ids)
-        conds += filters.trait_clauses(RP.c.id, group.required, group.forbidden,
-                                       lk.trait_ids)
-        conds += filters.aggregate_clauses(RP.c.id, group.member_of,
-                                           group.forbidden_aggs, lk.agg_ids)
-        if group.in_tree:
-            conds.append(RP.c.root_provider_id == lk.tree_roots[group.suffix])
+        conds = [where] + [step.clause for step in steps.numbered_steps(
+            group, self.plan.lookups, RP)]
         return select(RP.c.id.label("id"), RP.c.root_provider_id.label("root_id"),
                       RP.c.uuid.label("uuid"),
                       RP.c.parent_provider_id.label("parent_id")).where(
