@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Optional, Sequence
 
 from placement_lite import errors
+from placement_lite.ledger import capacity
 
 @dataclass(frozen=True)
 class Dialect:
@@ -145,9 +146,6 @@ def is_uuid(value: str) -> bool:
     return True
 
 
-# The largest inventory total (and so the largest satisfiable amount).
-MAX_AMOUNT = 2147483647
-
 
 def root_trait_dialect(dialect: Dialect) -> Dialect:
     """root_required takes the trait list of before any-of (no 'in:'), with
@@ -202,11 +200,11 @@ def parse_resources(value: str, key: str = "resources") -> dict:
         if number < 1:
             raise _bad(f"Requested resource {name} requires amount >= 1. "
                        f"Got: {number}.{_where(key, 'resources')}")
-        if number > MAX_AMOUNT:
+        if number > capacity.MAX_AMOUNT:
             # No inventory holds more; a larger number would also overflow
             # the database's integer comparison (a 500 on PostgreSQL).
             raise _bad(f"Requested resource {name} amount {number} is more "
-                       f"than any inventory can hold ({MAX_AMOUNT}).")
+                       f"than any inventory can hold ({capacity.MAX_AMOUNT}).")
         result[name] = number
     _check_terms(len(result), key, "resource classes")
     return result

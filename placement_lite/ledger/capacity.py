@@ -13,6 +13,12 @@ from sqlalchemy.engine import Connection
 from placement_lite import errors
 from placement_lite.db import tables as t
 
+# The largest amount anything may name: an inventory field, an allocation,
+# a requested resource, a lease reservation, a quota limit or delta. It is
+# Placement's bound (a signed 32-bit integer, as its schemas and Keystone's
+# say), whatever wider columns we store amounts in.
+MAX_AMOUNT = 2**31 - 1
+
 
 def usage(conn: Connection, provider_ids) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> sum of used, for the given providers."""

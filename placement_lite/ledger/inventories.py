@@ -22,8 +22,7 @@ from placement_lite.ledger import capacity, resource_classes
 from placement_lite.ledger.providers import Provider, bump_generation, utcnow
 
 _inv = t.inventories
-MAX_INT = 2147483647
-DEFAULTS = {"reserved": 0, "min_unit": 1, "max_unit": MAX_INT,
+DEFAULTS = {"reserved": 0, "min_unit": 1, "max_unit": capacity.MAX_AMOUNT,
             "step_size": 1, "allocation_ratio": 1.0}
 FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
           "allocation_ratio")
@@ -35,7 +34,7 @@ class Inventory:
     total: int
     reserved: int = 0
     min_unit: int = 1
-    max_unit: int = MAX_INT
+    max_unit: int = capacity.MAX_AMOUNT
     step_size: int = 1
     allocation_ratio: float = 1.0
     created_at: Optional[dt.datetime] = None

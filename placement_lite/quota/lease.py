@@ -41,7 +41,6 @@ from placement_lite.ledger import consumers
 from placement_lite.quota import enforce, models, projects
 
 ENTRY_POINT_GROUP = "placement_lite.lease_filters"
-MAX_AMOUNT = 2147483647
 # Ledger entries are amount x seconds in a 64-bit column.
 MAX_UNIT_SECONDS = 2 ** 62
 MAX_TEXT = 255

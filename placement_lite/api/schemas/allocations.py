@@ -15,13 +15,12 @@ import copy
 
 from placement_lite.api import versions as v
 from placement_lite.api.microversion import VersionedTable
+from placement_lite.ledger.capacity import MAX_AMOUNT
 
 UUID = {"type": "string", "format": "uuid",
         "pattern": "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
                    "[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"}
 RC_NAME = "^[A-Z0-9_]+$"
-# The largest amount a signed 32-bit column could hold, as Placement caps it.
-MAX_AMOUNT = 2147483647
 
 RESOURCES = {
     "type": "object",

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import copy
 
-MAX_INT = 2147483647
+from placement_lite.ledger.capacity import MAX_AMOUNT
+
 # The largest single-precision float: allocation_ratio is a FLOAT column.
 FLOAT_MAX = 3.40282e+38
 RC_NAME = "^[A-Z0-9_]+$"
@@ -12,11 +13,11 @@ _BASE = {
     "type": "object",
     "properties": {
         "resource_provider_generation": {"type": "integer"},
-        "total": {"type": "integer", "minimum": 1, "maximum": MAX_INT},
-        "reserved": {"type": "integer", "minimum": 0, "maximum": MAX_INT},
-        "min_unit": {"type": "integer", "minimum": 1, "maximum": MAX_INT},
-        "max_unit": {"type": "integer", "minimum": 1, "maximum": MAX_INT},
-        "step_size": {"type": "integer", "minimum": 1, "maximum": MAX_INT},
+        "total": {"type": "integer", "minimum": 1, "maximum": MAX_AMOUNT},
+        "reserved": {"type": "integer", "minimum": 0, "maximum": MAX_AMOUNT},
+        "min_unit": {"type": "integer", "minimum": 1, "maximum": MAX_AMOUNT},
+        "max_unit": {"type": "integer", "minimum": 1, "maximum": MAX_AMOUNT},
+        "step_size": {"type": "integer", "minimum": 1, "maximum": MAX_AMOUNT},
         "allocation_ratio": {"type": "number", "maximum": FLOAT_MAX},
     },
     "required": ["total", "resource_provider_generation"],

@@ -8,7 +8,8 @@ from them ("lease.start_date must be an ISO 8601 date and time, ...").
 """
 from __future__ import annotations
 
-from placement_lite.quota.lease import MAX_AMOUNT, MAX_TEXT
+from placement_lite.ledger.capacity import MAX_AMOUNT
+from placement_lite.quota.lease import MAX_TEXT
 
 # Host, instance and floating IP counts (Blazar also sends them as digit
 # strings, which api/lease.py reads as the numbers they are first).

@@ -7,7 +7,9 @@ are 1 to 255 characters.
 """
 from __future__ import annotations
 
-LIMIT_VALUE = {"type": "integer", "minimum": -1, "maximum": 2147483647}
+from placement_lite.ledger.capacity import MAX_AMOUNT
+
+LIMIT_VALUE = {"type": "integer", "minimum": -1, "maximum": MAX_AMOUNT}
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
 NULLABLE_ID = {"type": ["string", "null"], "minLength": 1, "maxLength": 255}
 RESOURCE_NAME = {"type": "string", "minLength": 1, "maxLength": 255,
@@ -225,7 +227,7 @@ QUOTA_CHECK = {
             "type": "object", "minProperties": 1,
             "propertyNames": {"minLength": 1, "maxLength": 255},
             "additionalProperties": {"type": "integer", "minimum": 0,
-                                     "maximum": 2147483647}},
+                                     "maximum": MAX_AMOUNT}},
     },
     "required": ["project_id", "deltas"],
     "additionalProperties": False,
