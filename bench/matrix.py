@@ -53,7 +53,8 @@ def ac(query, limit=None):
 # ---------------------------------------------------------------- sides
 def _fresh_db(db: str, workdir: str, tag: str) -> str:
     if db == "sqlite":
-        return f"sqlite:///{os.path.join(workdir, tag + '.sqlite')}"
+        name = f"{tag}_{uuidlib.uuid4().hex[:8]}.sqlite"
+        return f"sqlite:///{os.path.join(workdir, name)}"
     from sqlalchemy import create_engine, text
     base = SERVERS[db]
     name = f"plbench_{tag}_{uuidlib.uuid4().hex[:8]}"
@@ -440,7 +441,8 @@ def matrix(args):
                 for label, tree in trees:
                     port += 1
                     sizes = [("flat", big)] if big else _sizes(args, items)
-                    sides.append(Side(label, tree, args.db, workdir, port,
+                    db = args.base_db if label == "base" and args.base_db else args.db
+                    sides.append(Side(label, tree, db, workdir, port,
                                       args.workers, args.threads, sizes))
                     print(f"# {label}: loaded {sides[-1].load_seconds}", file=sys.stderr)
                 for name, kind, path, n in items:
@@ -519,6 +521,9 @@ def add_parser(sub):
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--compare", help="a commit to run alternately against this tree")
     p.add_argument("--new", help="a commit to run instead of the working tree")
+    p.add_argument("--base-db", choices=["sqlite", "mysql", "mysqldb", "postgresql"],
+                   help="the compared side's backend, if not --db (e.g. PyMySQL "
+                   "against mysqlclient: --db mysqldb --base-db mysql)")
     p.add_argument("--runs", type=int, default=20, help="requests per latency figure")
     p.add_argument("--seconds", type=float, default=6, help="per throughput figure")
     p.add_argument("--rounds", type=int, default=2,
