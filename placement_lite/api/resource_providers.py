@@ -169,7 +169,8 @@ class ResourceProvider:
             return providers.update_provider(
                 conn, provider, data["name"],
                 data.get("parent_provider_uuid", providers.UNSET),
-                allow_reparenting=reparent)
+                allow_reparenting=reparent,
+                reparenting_at=str(REPARENTING.since))
 
         updated = self.services.db.run_write(update)
         render.send(resp, provider_body(req, updated))
