@@ -10,6 +10,7 @@ from placement_lite.api import (
     aggregates, allocation_candidates, allocations, catalog, cors, errors,
     inventories, lease, limits, openapi, projects, quota, reshaper,
     resource_classes, resource_providers, root, traits, usages)
+from placement_lite.api import explain
 from placement_lite.api import metrics as metrics_api
 from placement_lite.api.auth import AuthMiddleware
 from placement_lite.api.metrics import Metrics
@@ -83,6 +84,9 @@ ROUTES: tuple[Route, ...] = (
     Route("/v1/check-create", lease.CheckCreate, own=True),
     Route("/v1/check-update", lease.CheckUpdate, own=True),
     Route("/v1/on-end", lease.OnEnd, own=True),
+    # Why a candidates query answers what it does
+    Route("/explain/allocation_candidates", explain.ExplainAllocationCandidates,
+          own=True),
 )
 # Served only when metrics are enabled.
 METRICS_ROUTES: tuple[Route, ...] = (Route("/metrics", metrics_api.MetricsResource),)

@@ -1,0 +1,78 @@
+"""GET /explain/allocation_candidates: what the candidates search did for
+one query, step by step, and why named providers are not in its answer.
+
+The query string is GET /allocation_candidates' own (validated by the
+same schema at the request's microversion) plus `explain_provider`
+(repeatable). The candidates reported come from the real search, run
+with the settings the real route uses.
+"""
+from __future__ import annotations
+
+import falcon
+
+from placement_lite.api import errors, render, request
+from placement_lite.api.microversion import versioned
+from placement_lite.api.provider_filters import query_dialect
+from placement_lite.api.schemas import allocation_candidates as schema
+from placement_lite.api.versions import ALLOCATION_CANDIDATES
+from placement_lite.candidates import explain
+from placement_lite.candidates.query import parse_candidate_request
+
+PROVIDER_PARAM = "explain_provider"
+MAX_EXPLAINED = 20
+
+
+def _count(c: explain.Count) -> dict:
+    return {"step": c.step, "detail": c.detail,
+            "providers_before": c.providers_before,
+            "providers_after": c.providers_after,
+            "trees_before": c.trees_before, "trees_after": c.trees_after}
+
+
+def _candidate(cand, result) -> dict:
+    names = result.class_names
+    uuids = result.uuids
+    return {"allocations": {uuids[rp]: {"resources": {names[rc]: n for rc, n in res.items()}}
+                            for rp, res in cand.allocations.items()},
+            "mappings": {k: [uuids[rp] for rp in v] for k, v in cand.mappings.items()}}
+
+
+def body(found: explain.Explanation) -> dict:
+    result = found.result
+    return {
+        "groups": [{"group": suffix, "steps": [_count(c) for c in counts]}
+                   for suffix, counts in found.groups.items()],
+        "search": [_count(c) for c in found.search],
+        "candidates": {"count": len(result.candidates),
+                       "randomized": found.randomized,
+                       "first": [_candidate(c, result)
+                                 for c in result.candidates[:explain.FIRST_FEW]]},
+        "providers": found.providers,
+    }
+
+
+class ExplainAllocationCandidates:
+    policies = {"GET": "placement:explain:allocation_candidates"}
+
+    def __init__(self, services):
+        self.services = services
+
+    @versioned(ALLOCATION_CANDIDATES)
+    def on_get(self, req, resp):
+        version = req.context.microversion
+        params = {name: value if isinstance(value, list) else [value]
+                  for name, value in req.params.items()}
+        named = params.pop(PROVIDER_PARAM, [])
+        if len(named) > MAX_EXPLAINED:
+            raise errors.bad_request(
+                f"At most {MAX_EXPLAINED} {PROVIDER_PARAM} values are explained "
+                "at once.")
+        request.validate(params, schema.QUERY.at(version), what="Query string")
+        wanted = parse_candidate_request(params, query_dialect(version))
+        settings = self.services.settings
+        with self.services.db.read() as conn:
+            found = explain.explain(conn, wanted, settings.max_allocation_candidates,
+                                    settings.randomize_allocation_candidates,
+                                    list(dict.fromkeys(named)))
+        resp.content_type = falcon.MEDIA_JSON
+        render.send(resp, body(found))

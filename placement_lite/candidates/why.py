@@ -1,0 +1,242 @@
+"""Why one provider's tree is not in a candidates answer, in words and
+numbers. Which providers pass which step is asked of the database with
+the reader's own clauses (candidates/steps.py); the facts read here only
+word the reason."""
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from placement_lite.candidates import filters, steps
+from placement_lite.candidates.plan import Plan
+from placement_lite.db import tables as t
+from placement_lite.ledger import capacity
+
+RP = t.resource_providers
+
+
+class Why:
+    def __init__(self, conn, plan: Plan, rec):
+        self.conn = conn
+        self.plan = plan
+        self.rec = rec  # explain.Recorder of the real search
+        self.names = {rc: name for name, rc in plan.lookups.rc_ids.items()}
+
+    # -- facts for the wording ---------------------------------------------
+
+    def _uuids(self, ids) -> dict:
+        return dict(self.conn.execute(select(RP.c.id, RP.c.uuid).where(
+            RP.c.id.in_(sorted(ids)))).all())
+
+    def _traits(self, ids) -> dict:
+        rpt, tr = t.resource_provider_traits, t.traits
+        out: dict = {rp: set() for rp in ids}
+        for rp, name in self.conn.execute(
+                select(rpt.c.resource_provider_id, tr.c.name)
+                .join(tr, tr.c.id == rpt.c.trait_id)
+                .where(rpt.c.resource_provider_id.in_(sorted(ids)))):
+            out[rp].add(name)
+        return out
+
+    def _aggregates(self, ids) -> dict:
+        rpa, agg = t.resource_provider_aggregates, t.placement_aggregates
+        out: dict = {rp: set() for rp in ids}
+        for rp, uuid in self.conn.execute(
+                select(rpa.c.resource_provider_id, agg.c.uuid)
+                .join(agg, agg.c.id == rpa.c.aggregate_id)
+                .where(rpa.c.resource_provider_id.in_(sorted(ids)))):
+            out[rp].add(uuid)
+        return out
+
+    def _inventory(self, rp, rc):
+        inv = t.inventories
+        row = self.conn.execute(select(
+            inv.c.total, inv.c.reserved, inv.c.min_unit, inv.c.max_unit,
+            inv.c.step_size, inv.c.allocation_ratio,
+            filters.used_subquery(inv).label("used")).where(
+                inv.c.resource_provider_id == rp,
+                inv.c.resource_class_id == rc)).first()
+        return row
+
+    # -- wording -----------------------------------------------------------
+
+    def _capacity(self, rp, step) -> str:
+        name = self.names[step.rc]
+        row = self._inventory(rp, step.rc)
+        if row is None:
+            return f"has no {name} inventory"
+        amount = step.amount
+        if amount > row.max_unit:
+            return f"{name}: needs {amount}, above its max_unit {row.max_unit}"
+        if amount < row.min_unit:
+            return f"{name}: needs {amount}, below its min_unit {row.min_unit}"
+        if amount % row.step_size:
+            return f"{name}: needs {amount}, not a multiple of its step_size {row.step_size}"
+        cap = int(capacity.capacity_from(row.total, row.reserved, row.allocation_ratio))
+        used = int(row.used or 0)
+        return (f"{name}: needs {amount}, free {cap - used} of capacity {cap} "
+                f"(used {used})")
+
+    def _word(self, rp, step, root, traits, aggs) -> str:
+        kind = step.kind
+        if kind == "resources":
+            return self._capacity(rp, step)
+        if kind == "required":
+            return f"lacks trait {step.names[0]}"
+        if kind == "any_of":
+            return "has none of traits " + ", ".join(step.names)
+        if kind == "forbidden":
+            return "has forbidden trait " + ", ".join(
+                sorted(traits.get(rp, set()) & set(step.names)))
+        if kind == "member_of":
+            return "neither it nor its root is in aggregate(s) " + step.detail \
+                if not step.numbered else "not in aggregate(s) " + step.detail
+        if kind == "forbidden_aggregates":
+            bad = (aggs.get(rp, set()) | (aggs.get(root, set()) if not step.numbered
+                                          else set())) & set(step.names)
+            return "in forbidden aggregate " + ", ".join(sorted(bad))
+        return f"not in the tree of {step.detail}"
+
+    # -- per group ---------------------------------------------------------
+
+    def _first_failures(self, candidates, group_steps) -> tuple:
+        """(providers passing every step, {provider: first failing step})."""
+        left = set(candidates)
+        failed: dict = {}
+        for step in group_steps:
+            if not left:
+                break
+            passing = set(self.conn.scalars(select(RP.c.id).where(
+                RP.c.id.in_(sorted(left)), step.clause)))
+            for rp in left - passing:
+                failed[rp] = step
+            left = passing
+        return left, failed
+
+    def _explain_failures(self, label, failed, root, uuids) -> list:
+        traits = self._traits(set(failed) | {root})
+        aggs = self._aggregates(set(failed) | {root})
+        return [{"group": label, "step": step.kind, "provider": uuids[rp],
+                 "reason": f"{uuids[rp]}: {self._word(rp, step, root, traits, aggs)}"}
+                for rp, step in sorted(failed.items())]
+
+    def _numbered(self, suffix, cands, root, uuids) -> list:
+        group = self.plan.req.groups[suffix]
+        found = steps.numbered_steps(group, self.plan.lookups, RP)
+        found = [_Numbered(s, True) for s in found]
+        passing, failed = self._first_failures(cands, found)
+        if passing:
+            return []
+        return [{"group": suffix, "step": None, "provider": None,
+                 "reason": f"group {suffix}: no provider of the tree passes "
+                 "its filters"}] + self._explain_failures(suffix, failed, root, uuids)
+
+    def _unnumbered(self, cands, root, uuids, sharers) -> list:
+        g = self.plan.unnumbered
+        lk = self.plan.lookups
+        out, serving = [], set()
+        rest = [_Numbered(s, False) for s in steps.unnumbered_steps(g, lk, RP)]
+        for name, amount in sorted(g.resources.items()):
+            rc = lk.rc_ids[name]
+            cap = _Numbered(steps.Step("resources", f"{name}:{amount}",
+                                       filters.has_capacity(RP.c.id, rc, amount),
+                                       rc=rc, amount=amount), False)
+            passing, failed = self._first_failures(cands, [cap] + rest)
+            if passing:
+                serving |= passing
+                continue
+            if all(self._inventory(rp, rc) is None for rp in cands):
+                where = "no sharing provider is in its aggregates" if not sharers \
+                    else "no sharing provider in its aggregates has it"
+                out.append({"group": "", "step": "resources", "provider": None,
+                            "reason": f"no provider in the tree has {name} and {where}"})
+            else:
+                out.append({"group": "", "step": "resources", "provider": None,
+                            "reason": f"no provider of the tree (or sharing one) "
+                            f"can give {name}:{amount}"})
+                out += self._explain_failures("", failed, root, uuids)
+        if out or not g.required:
+            return out
+        traits = self._traits(serving)
+        have = set().union(*traits.values()) if traits else set()
+        for any_of in g.required:
+            if not have & any_of:
+                names = ", ".join(sorted(any_of))
+                out.append({"group": "", "step": "required" if len(any_of) == 1
+                            else "any_of", "provider": None,
+                            "reason": f"no provider serving the unnumbered group "
+                            f"has trait {names}" if len(any_of) == 1 else
+                            f"no provider serving the unnumbered group has any of "
+                            f"traits {names}"})
+        return out
+
+    def _root_reasons(self, root, uuids) -> list:
+        req = self.plan.req
+        traits = self._traits({root})[root]
+        out = [f"root lacks trait {n}" for n in sorted(req.root_required - traits)]
+        out += [f"root has forbidden trait {n}"
+                for n in sorted(req.root_forbidden & traits)]
+        return [{"group": None, "step": "root_required", "provider": uuids[root],
+                 "reason": f"{uuids[root]}: {r}"} for r in out]
+
+    def _search_reasons(self, root) -> list:
+        rec = self.rec
+        if root not in rec.combined and root not in rec.unserved and (
+                not rec.reached(root) or root in rec.anchors):
+            # Its slice was read, or not, but the search had its
+            # candidates before it came to this tree.
+            return [{"group": None, "step": "limit", "provider": None, "reason":
+                     "not reached: the search had its candidates before this tree"}]
+        found, refused = rec.combined.get(root, (0, 0))
+        if refused and not found:
+            return [{"group": None, "step": "one_provider_per_tree", "provider": None,
+                     "reason": "before 1.29 a candidate takes from one provider "
+                     f"per tree; all {refused} combinations here take from more"}]
+        plan = self.plan
+        rules = (["group_policy=isolate"] if plan.isolate else []) + (
+            ["same_subtree"] if plan.req.same_subtrees else []) + (
+            ["merged capacity"] if plan.multi_rcs else [])
+        return [{"group": None, "step": "group_policy", "provider": None, "reason":
+                 "every group has providers, but no combination of them "
+                 "satisfies " + (", ".join(rules) or "the groups together")}]
+
+    def report(self, uuid: str) -> dict:
+        row = self.conn.execute(select(RP.c.id, RP.c.root_provider_id).where(
+            RP.c.uuid == uuid)).first()
+        if row is None:
+            return {"tree": None, "excluded": True, "candidates": 0, "reasons": [
+                {"group": None, "step": None, "provider": uuid,
+                 "reason": f"no resource provider has uuid {uuid}"}]}
+        root = row.root_provider_id
+        tree = set(self.conn.scalars(select(RP.c.id).where(
+            RP.c.root_provider_id == root)))
+        sharing = self.rec.sharing
+        sharers = set(sharing.anchors.get(root, ())) if sharing else set()
+        cands = tree | sharers
+        uuids = self._uuids(cands)
+        return self._report(root, tree, cands, uuids, sharers)
+
+    def _report(self, root, tree, cands, uuids, sharers) -> dict:
+        result = self.rec.result
+        count = sum(1 for c in result.candidates if tree & set(c.providers))
+        out = {"tree": uuids[root], "excluded": not count, "candidates": count,
+               "reasons": []}
+        if count:
+            return out
+        reasons = self._root_reasons(root, uuids)
+        for suffix in self.plan.req.groups:
+            reasons += self._numbered(suffix, cands, root, uuids) if suffix \
+                else self._unnumbered(cands, root, uuids, sharers)
+        out["reasons"] = reasons or self._search_reasons(root)
+        return out
+
+
+class _Numbered:
+    """A step, and whether it is a numbered group's (its wording differs)."""
+    __slots__ = ("step", "numbered")
+
+    def __init__(self, step, numbered):
+        self.step = step
+        self.numbered = numbered
+
+    def __getattr__(self, name):
+        return getattr(self.step, name)

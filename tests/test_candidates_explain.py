@@ -1,0 +1,213 @@
+"""Explain: it answers with the real search's candidates, its funnel ends
+where the search does, and each kind of reason names the step and the
+numbers."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from placement_lite.api.provider_filters import query_dialect
+from placement_lite.candidates import engine, explain
+from placement_lite.candidates.query import parse_candidate_request
+from tests.backends import fresh_database
+from tests.candidates_world import World
+from tests.test_candidates_engine import (
+    AGGS, SHARES, _clear, requests, shared_db, worlds)  # noqa: F401
+
+LATEST = query_dialect((1, 39))
+
+
+def _req(**params):
+    return parse_candidate_request({k: [v] for k, v in params.items()}, LATEST)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(world=worlds(), request=requests())
+def test_explain_agrees_with_the_answer(shared_db, world, request):  # noqa: F811
+    _clear(shared_db)
+    built = World(shared_db)
+    for name, parent, inventory, traits, aggs, used in world:
+        built.provider(name, parent=parent, inventory=inventory, traits=traits,
+                       aggs=aggs, used=used)
+    for agg in AGGS:
+        if agg not in built.aggs:
+            built.provider(f"holder-{agg}", aggs=[agg])
+    params, version = request
+    params = {k: [v.replace("AGG:a1", built.agg("a1")).replace(
+        "AGG:a2", built.agg("a2")) for v in vals] for k, vals in params.items()}
+    req = parse_candidate_request(params, query_dialect(version))
+    named = list(built.uuids.values())
+    with shared_db.read() as conn:
+        real = engine.find(conn, req, 0)
+        told = explain.explain(conn, req, 0, False, named)
+
+    def keys(result):
+        return [(tuple(result.uuids[rp] for rp in c.providers),
+                 sorted((result.uuids[rp], sorted(res.items()))
+                        for rp, res in c.allocations.items()))
+                for c in result.candidates]
+
+    assert keys(told.result) == keys(real)
+    in_answer = {real.uuids[rp] for c in real.candidates for rp in c.providers}
+    roots = {real.roots[rp] for c in real.candidates for rp in c.providers}
+    limit = told.search[-1]
+    assert limit.step == "limit" and limit.providers_after == len(real.candidates)
+    for uuid, report in told.providers.items():
+        if uuid in in_answer:
+            # A provider in some candidate: its tree is not excluded.
+            assert not report["excluded"] and report["candidates"] > 0
+        if report["excluded"]:
+            assert report["reasons"], (uuid, report)
+        else:
+            assert not report["reasons"]
+    # The search's steps end with some tree left exactly when there are
+    # candidates, and narrow as they go.
+    trees = [s for s in told.search if s.trees_after is not None
+             and s.step != "sharing"]
+    assert (trees[-1].trees_after > 0) == bool(real.candidates)
+    for step in trees:
+        assert step.trees_after <= step.trees_before, step
+
+
+@pytest.fixture
+def db():
+    with fresh_database("sqlite") as db:
+        yield db
+
+
+def _why(db, req, *uuids):
+    with db.read() as conn:
+        found = explain.explain(conn, req, 0, False, list(uuids))
+    return [r["reason"] for u in uuids for r in found.providers[u]["reasons"]]
+
+
+def test_reason_capacity_names_the_numbers(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": {"total": 16, "allocation_ratio": 4.0}},
+               used={"VCPU": 58})
+    [_group, reason] = _why(db, _req(resources1="VCPU:8"), w.uuids["cn"])
+    assert reason == f"{w.uuids['cn']}: VCPU: needs 8, free 6 of capacity 64 (used 58)"
+
+
+def test_reason_unit_limits(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": {"total": 16, "max_unit": 4}})
+    reasons = _why(db, _req(resources1="VCPU:8"), w.uuids["cn"])
+    assert reasons[-1].endswith("VCPU: needs 8, above its max_unit 4")
+
+
+def test_reason_missing_trait(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4})
+    reasons = _why(db, _req(resources1="VCPU:1", required1="HW_CPU_X86_AVX2"),
+                   w.uuids["cn"])
+    assert reasons[-1] == f"{w.uuids['cn']}: lacks trait HW_CPU_X86_AVX2"
+
+
+def test_reason_any_of_traits(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4})
+    reasons = _why(db, _req(resources1="VCPU:1",
+                            required1="in:HW_CPU_X86_AVX2,HW_CPU_X86_SSE"),
+                   w.uuids["cn"])
+    assert reasons[-1] == (f"{w.uuids['cn']}: has none of traits "
+                           "HW_CPU_X86_AVX2, HW_CPU_X86_SSE")
+
+
+def test_reason_forbidden_trait(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4}, traits=["CUSTOM_GOLD"])
+    reasons = _why(db, _req(resources1="VCPU:1", required1="!CUSTOM_GOLD"),
+                   w.uuids["cn"])
+    assert reasons[-1] == f"{w.uuids['cn']}: has forbidden trait CUSTOM_GOLD"
+
+
+def test_reason_forbidden_aggregate(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4}, aggs=["bad"])
+    bad = w.agg("bad")
+    reasons = _why(db, _req(resources="VCPU:1", member_of="!" + bad), w.uuids["cn"])
+    assert reasons[-1] == f"{w.uuids['cn']}: in forbidden aggregate {bad}"
+
+
+def test_reason_not_in_aggregate(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4})
+    w.provider("other", aggs=["a"])
+    reasons = _why(db, _req(resources1="VCPU:1", member_of1=w.agg("a")),
+                   w.uuids["cn"])
+    assert reasons[-1] == f"{w.uuids['cn']}: not in aggregate(s) {w.agg('a')}"
+
+
+def test_reason_no_provider_and_no_sharing_provider(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4})
+    [reason] = _why(db, _req(resources="VCPU:1,DISK_GB:10"), w.uuids["cn"])
+    assert reason == ("no provider in the tree has DISK_GB and no sharing "
+                      "provider is in its aggregates")
+
+
+def test_a_sharing_provider_fills_the_gap(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4}, aggs=["a"])
+    w.provider("ss", inventory={"DISK_GB": 100}, traits=[SHARES], aggs=["a"])
+    with db.read() as conn:
+        found = explain.explain(conn, _req(resources="VCPU:1,DISK_GB:10"), 0,
+                                False, [w.uuids["cn"]])
+    assert not found.providers[w.uuids["cn"]]["excluded"]
+    sharing = next(s for s in found.search if s.step == "sharing")
+    assert sharing.detail == "1 sharing providers serve 2 trees"  # its own too
+    # Trees some group is served in (both: the sharing provider's own too).
+    assert (sharing.trees_before, sharing.trees_after) == (0, 2)
+
+
+def test_reason_root_required(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4})
+    w.provider("gold", traits=["CUSTOM_GOLD"])
+    reasons = _why(db, _req(resources="VCPU:1", root_required="CUSTOM_GOLD"),
+                   w.uuids["cn"])
+    assert reasons == [f"{w.uuids['cn']}: root lacks trait CUSTOM_GOLD"]
+
+
+def test_reason_in_tree(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4})
+    w.provider("cn2", inventory={"VCPU": 4})
+    reasons = _why(db, _req(resources1="VCPU:1", in_tree1=w.uuids["cn2"]),
+                   w.uuids["cn"])
+    assert reasons[-1] == f"{w.uuids['cn']}: not in the tree of {w.uuids['cn2']}"
+
+
+def test_reason_group_policy(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 4})
+    req = _req(resources1="VCPU:1", resources2="VCPU:1", group_policy="isolate")
+    reasons = _why(db, req, w.uuids["cn"])
+    assert reasons == ["every group has providers, but no combination of them "
+                       "satisfies group_policy=isolate, merged capacity"]
+
+
+def test_reason_limit(db):
+    w = World(db)
+    w.provider("cn1", inventory={"VCPU": 4})
+    w.provider("cn2", inventory={"VCPU": 4})
+    reasons = _why(db, _req(resources="VCPU:1", limit="1"), w.uuids["cn2"])
+    assert reasons == ["not reached: the search had its candidates before this tree"]
+
+
+def test_funnel_counts_each_filter_in_order(db):
+    w = World(db)
+    w.provider("cn1", inventory={"VCPU": 4}, traits=["CUSTOM_GOLD"])
+    w.provider("cn2", inventory={"VCPU": 4})
+    w.provider("cn3", inventory={"VCPU": 1})
+    with db.read() as conn:
+        found = explain.explain(conn, _req(resources1="VCPU:2",
+                                           required1="CUSTOM_GOLD"))
+    counts = [(c.step, c.detail, c.providers_before, c.providers_after)
+              for c in found.groups["1"]]
+    assert counts == [("resources", "VCPU:2", 3, 2),
+                      ("required", "CUSTOM_GOLD", 2, 1)]
+    assert len(found.result.candidates) == 1
