@@ -105,6 +105,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=["text", "json"], default="text",
                         dest="report_format")
 
+    explain = sub.add_parser(
+        "explain", help="ask a running service why a candidates query answers "
+        "what it does (GET /explain/allocation_candidates), readably")
+    explain.add_argument("--url", required=True, help="the service's endpoint")
+    explain.add_argument("--token", help="sent as X-Auth-Token")
+    explain.add_argument("--microversion", default="latest")
+    explain.add_argument("query", help="the allocation-candidates query string "
+                         "(or its path or URL), explain_provider=<uuid> included")
+
     quota = sub.add_parser("quota", help="the deployment's quota enforcement")
     quota_sub = quota.add_subparsers(dest="quota_command", required=True)
     enforcement = quota_sub.add_parser(
@@ -138,6 +147,10 @@ def _flag_spellings(parser: argparse.ArgumentParser, command: str) -> dict:
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "explain":
+        # An HTTP client of a running service: no settings, no database.
+        from placement_lite import explain_text
+        return explain_text.main(args)
     cli = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
     if cli.get("keystone_authtoken"):
         pairs = [item.partition("=") for item in cli["keystone_authtoken"]]

@@ -211,3 +211,32 @@ def test_funnel_counts_each_filter_in_order(db):
     assert counts == [("resources", "VCPU:2", 3, 2),
                       ("required", "CUSTOM_GOLD", 2, 1)]
     assert len(found.result.candidates) == 1
+
+
+def test_cli_prints_the_explain_answer(capsys):
+    from placement_lite import cli
+    from tests import servers
+    with fresh_database("sqlite") as db:
+        w = World(db)
+        w.provider("cn1", inventory={"VCPU": {"total": 8, "reserved": 2}})
+        w.provider("cn2", inventory={"VCPU": 16})
+        db.dispose()
+        with servers.serve(db.url) as srv:
+            code = cli.main(["explain", "--url", srv.base, "--token", "admin",
+                             f"/allocation_candidates?resources=VCPU:8"
+                             f"&explain_provider={w.uuids['cn1']}"])
+            out = capsys.readouterr().out
+            assert code == 0
+            assert out.startswith("Candidates: 1 (first 1 shown)\n")
+            assert f"  1. {w.uuids['cn2']}: VCPU 8\n" in out
+            assert "Group (unnumbered):" in out
+            assert "resources" in out and "2 -> 1" in out
+            assert f"Provider {w.uuids['cn1']} (tree {w.uuids['cn1']}): not in " \
+                "the answer" in out
+            assert (f"  - [group (unnumbered), resources] {w.uuids['cn1']}: VCPU: "
+                    "needs 8, free 6 of capacity 6 (used 0)") in out
+            # Refused: the message of the service, and a non-zero status.
+            code = cli.main(["explain", "--url", srv.base, "--token", "someone",
+                             "resources=VCPU:8"])
+            err = capsys.readouterr().err
+            assert code == 1 and "403" in err
