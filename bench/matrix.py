@@ -457,8 +457,9 @@ def matrix(args):
                                 if n else None, args))
                     rows[name] = {label: _merge(res) for label, res in per.items()}
                     print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
+                world = f"flat {big // 1000}k" if big else "1k worlds"
                 for side in sides:
-                    rows.setdefault("RSS per worker process", {})[side.label] = {
+                    rows.setdefault(f"RSS per worker process ({world})", {})[side.label] = {
                         "median": side.rss_mb(), "unit": "MiB", "cpu_ms": None,
                         "stmts": None}
             finally:
