@@ -240,3 +240,29 @@ def test_cli_prints_the_explain_answer(capsys):
                              "resources=VCPU:8"])
             err = capsys.readouterr().err
             assert code == 1 and "403" in err
+
+
+def test_console_explain_page(db):
+    from urllib.parse import urlencode
+    from tests.test_ui import (
+        CN1, CN2, NUMA0, NUMA1, _caller, _client, build_world, page, text)
+    client = _client(db, ui=True)
+    build_world(_caller(client))
+    query = "resources=VCPU:12,DISK_GB:10"
+    shown = page(client, "/ui/explain?" + urlencode(
+        {"q": "/allocation_candidates?" + query, "providers": f"{CN1} {CN2}"}))
+    assert shown.status_code == 200
+    seen = text(shown)
+    # cn2: VCPU (16 - 4) * 2 = 24, 12 used: 12 free; cn1's NUMA nodes 8
+    # each, 4 used on numa0.
+    assert "1 candidate " in seen + " "
+    assert '<svg class="bar funnel"' in shown.text
+    assert f"{NUMA0}: VCPU: needs 12, free 4 of capacity 8 (used 4)" in seen
+    assert f"{NUMA1}: VCPU: needs 12, free 8 of capacity 8 (used 0)" in seen
+    assert f"{CN1}: has no VCPU inventory" in seen
+    assert "In the answer: 1 candidate from its tree." in seen
+    # A query the API refuses shows the API's message.
+    bad = page(client, "/ui/explain?" + urlencode({"q": "resources=VCPU:1&bogus=1"}))
+    assert "Invalid query string parameters" in text(bad)
+    # A caller the explain rule refuses sees the 403 page.
+    assert page(client, "/ui/explain", token="someone").status_code == 403

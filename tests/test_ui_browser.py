@@ -237,6 +237,27 @@ def test_consumer_lookup(browser, live, shots):
     _shot(browser, shots, "consumer")
 
 
+def test_explain_a_query(browser, live, shots):
+    _login(browser, live.base)
+    browser.find_element(By.LINK_TEXT, "Explain").click()
+    _wait_for(browser, "/ui/explain")
+    browser.find_element(By.ID, "query").send_keys("resources=VCPU:12,DISK_GB:10")
+    box = browser.find_element(By.ID, "providers")
+    box.send_keys(f"{NUMA0} {CN2}")
+    box.submit()
+    WebDriverWait(browser, 15).until(
+        lambda d: d.find_elements(By.ID, "candidates"))
+    assert browser.find_element(By.ID, "candidates").text == "1 candidate"
+    # The funnel is drawn: one bar per step of the unnumbered group.
+    funnels = browser.find_elements(By.CSS_SELECTOR, "svg.funnel")
+    assert len(funnels) == 2
+    assert len(funnels[0].find_elements(By.CSS_SELECTOR, "g.funnel-step")) == 2
+    seen = _visible(browser)
+    assert f"{NUMA0}: VCPU: needs 12, free 4 of capacity 8 (used 4)" in seen
+    assert "In the answer: 1 candidate from its tree." in seen
+    _shot(browser, shots, "explain")
+
+
 def test_a_caller_without_rights_sees_the_refusal(browser, live, shots):
     _login(browser, live.base, token="alice:acme")
     browser.get(live.base + "/ui/")

@@ -59,20 +59,26 @@ class ExplainAllocationCandidates:
 
     @versioned(ALLOCATION_CANDIDATES)
     def on_get(self, req, resp):
-        version = req.context.microversion
         params = {name: value if isinstance(value, list) else [value]
                   for name, value in req.params.items()}
-        named = params.pop(PROVIDER_PARAM, [])
-        if len(named) > MAX_EXPLAINED:
-            raise errors.bad_request(
-                f"At most {MAX_EXPLAINED} {PROVIDER_PARAM} values are explained "
-                "at once.")
-        request.validate(params, schema.QUERY.at(version), what="Query string")
-        wanted = parse_candidate_request(params, query_dialect(version))
-        settings = self.services.settings
-        with self.services.db.read() as conn:
-            found = explain.explain(conn, wanted, settings.max_allocation_candidates,
-                                    settings.randomize_allocation_candidates,
-                                    list(dict.fromkeys(named)))
+        found = run(self.services, params, req.context.microversion)
         resp.content_type = falcon.MEDIA_JSON
         render.send(resp, body(found))
+
+
+def run(services, params: dict, version) -> explain.Explanation:
+    """Explain the candidates query `params` (name -> [values], with any
+    explain_provider values) at `version`, as the route and the console
+    do: validated and parsed as GET /allocation_candidates is."""
+    params = dict(params)
+    named = params.pop(PROVIDER_PARAM, [])
+    if len(named) > MAX_EXPLAINED:
+        raise errors.bad_request(
+            f"At most {MAX_EXPLAINED} {PROVIDER_PARAM} values are explained at once.")
+    request.validate(params, schema.QUERY.at(version), what="Query string")
+    wanted = parse_candidate_request(params, query_dialect(version))
+    settings = services.settings
+    with services.db.read() as conn:
+        return explain.explain(conn, wanted, settings.max_allocation_candidates,
+                               settings.randomize_allocation_candidates,
+                               list(dict.fromkeys(named)))

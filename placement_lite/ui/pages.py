@@ -30,7 +30,8 @@ TREES_PER_PAGE = 20
 # The navigation, in order: (label, path). A page added later (such as an
 # explain form) appends itself here.
 NAV = [("Fleet", "/ui/"), ("Providers", "/ui/providers"),
-       ("Projects and quota", "/ui/projects"), ("Consumers", "/ui/consumers")]
+       ("Projects and quota", "/ui/projects"), ("Consumers", "/ui/consumers"),
+       ("Explain", "/ui/explain")]
 
 FLEET_RULES = ("placement:resource_providers:list",
                "placement:resource_providers:inventories:list",
@@ -351,3 +352,8 @@ ROUTES = [
     ("/ui/logout", Logout),
     ("/ui/static/{name}", Static),
 ]
+
+# The Explain page builds on Page (above), so it is imported last.
+from placement_lite.ui.explain_page import ExplainPage  # noqa: E402
+
+ROUTES.append(("/ui/explain", ExplainPage))
