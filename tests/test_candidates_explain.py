@@ -266,3 +266,24 @@ def test_console_explain_page(db):
     assert "Invalid query string parameters" in text(bad)
     # A caller the explain rule refuses sees the 403 page.
     assert page(client, "/ui/explain", token="someone").status_code == 403
+
+
+def test_openapi_documents_the_route_with_the_candidates_query(db):
+    import falcon.testing
+    from placement_lite.app import create_app
+    from placement_lite.config import Settings
+    client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    doc = client.simulate_get("/openapi.json").json
+    op = doc["paths"]["/explain/allocation_candidates"]["get"]
+    names = {p.get("name") for p in op["parameters"]}
+    real = doc["paths"]["/allocation_candidates"]["get"]
+    assert names == {p.get("name") for p in real["parameters"]} | {"explain_provider"}
+    assert "limit" in names
+    assert op["summary"] == "Explain an allocation candidates query (ours)"
+    # More providers than it explains at once is a 400, by the schema.
+    many = "&".join(f"explain_provider=p{i}" for i in range(21))
+    found = client.simulate_get("/explain/allocation_candidates?resources=VCPU:1&"
+                                + many, headers={"x-auth-token": "admin",
+                                                 "openstack-api-version":
+                                                 "placement latest"})
+    assert found.status_code == 400

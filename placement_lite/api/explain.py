@@ -8,9 +8,12 @@ with the settings the real route uses.
 """
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
+
 import falcon
 
-from placement_lite.api import errors, render, request
+from placement_lite.api import render, request
 from placement_lite.api.microversion import versioned
 from placement_lite.api.provider_filters import query_dialect
 from placement_lite.api.schemas import allocation_candidates as schema
@@ -20,6 +23,20 @@ from placement_lite.candidates.query import parse_candidate_request
 
 PROVIDER_PARAM = "explain_provider"
 MAX_EXPLAINED = 20
+
+
+@lru_cache(maxsize=64)
+def _query_schema(version) -> dict:
+    doc = copy.deepcopy(schema.QUERY.at(version))
+    doc.setdefault("properties", {})[PROVIDER_PARAM] = {
+        "type": "array", "maxItems": MAX_EXPLAINED,
+        "items": {"type": "string", "maxLength": 64}}
+    return doc
+
+
+def query_schema_at(version) -> dict:
+    """The candidates query's schema at `version`, with explain_provider."""
+    return _query_schema(version)
 
 
 def _count(c: explain.Count) -> dict:
@@ -70,12 +87,9 @@ def run(services, params: dict, version) -> explain.Explanation:
     """Explain the candidates query `params` (name -> [values], with any
     explain_provider values) at `version`, as the route and the console
     do: validated and parsed as GET /allocation_candidates is."""
+    request.validate(params, query_schema_at(version), what="Query string")
     params = dict(params)
     named = params.pop(PROVIDER_PARAM, [])
-    if len(named) > MAX_EXPLAINED:
-        raise errors.bad_request(
-            f"At most {MAX_EXPLAINED} {PROVIDER_PARAM} values are explained at once.")
-    request.validate(params, schema.QUERY.at(version), what="Query string")
     wanted = parse_candidate_request(params, query_dialect(version))
     settings = services.settings
     with services.db.read() as conn:

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import falcon
 import yaml
 
-from placement_lite.api import resource_providers
+from placement_lite.api import explain, resource_providers
 from placement_lite.api.auth import READS, is_public
 from placement_lite.api.microversion import MAX_VERSION, VersionedTable
 from placement_lite.api.schemas import (
@@ -72,6 +72,7 @@ QUERIES: dict[tuple[str, str], Any] = {
     ("/resource_providers", "get"): resource_providers.query_schema_at,
     ("/traits", "get"): traits.LIST_QUERY,
     ("/allocation_candidates", "get"): allocation_candidates.QUERY,
+    ("/explain/allocation_candidates", "get"): explain.query_schema_at,
     ("/usages", "get"): allocations.USAGES,
     ("/v3/registered_limits", "get"): limits.REGISTERED_LIMITS_QUERY,
     ("/v3/limits", "get"): limits.LIMITS_QUERY,
