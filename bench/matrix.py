@@ -353,7 +353,7 @@ def _sizes(args, wl):
     if "nested" in names:
         sizes.append(("nested", 1000))
     if "usages" in names:
-        sizes += [("usages", 1000), ("usages", args.usages)]
+        sizes += [("usages", n) for n in sorted({1000, args.usages})]
     if "claims" in names:
         sizes.append(("race", 10 * args.rounds_writes))
         if ("usages", 1000) not in sizes:
