@@ -3,18 +3,19 @@
 Per slice of trees (a range of root provider ids), one query per request
 group returns the providers that can serve it (capacity, traits,
 aggregates, tree), with the facts the combination step needs as named
-columns; sharing providers are read once per request. What comes back is
-an immutable Facts value (candidates/facts.py).
+columns (the statements: candidates/statements.py); sharing providers are
+read once per request. What comes back is an immutable Facts value
+(candidates/facts.py).
 """
 from __future__ import annotations
 
 import threading
 from typing import Iterator, Optional
 
-from sqlalchemy import and_, bindparam, case, exists, func, or_, select
+from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates import filters, steps
+from placement_lite.candidates import filters, statements
 from placement_lite.candidates.facts import (
     NO_SHARING, Facts, Sharing, Slice)
 from placement_lite.candidates.plan import Plan
@@ -77,94 +78,7 @@ class Reader:
         self.plan = plan
         self.has_sharing = False
 
-    # -- statements ---------------------------------------------------------
-
-    def _unnumbered_select(self, where, in_trees: bool):
-        """The unnumbered group's providers in one query, a row each, with
-        the classes they can give and their facts as columns.
-
-        in_trees: the rows are read for their own trees (not as sharing
-        providers of other trees), so the aggregates of their root apply,
-        and, when no sharing provider can help, a provider alone in its
-        tree must carry the whole group itself.
-        """
-        plan = self.plan
-        g = plan.unnumbered
-        lk = plan.lookups
-        inv = t.inventories
-        other = RP.alias("tree_mate")
-        alone = ~exists().where(other.c.root_provider_id == RP.c.root_provider_id,
-                                other.c.id != RP.c.id)
-        wanted = plan.wanted
-        traits = [filters.has_any_trait(RP.c.id, [lk.trait_ids[n] for n in any_of])
-                  for any_of in g.required]
-        cols = [RP.c.id.label("id"), RP.c.root_provider_id.label("root_id"),
-                RP.c.uuid.label("uuid"), RP.c.parent_provider_id.label("parent_id"),
-                case((alone, 1), else_=0).label("alone")]
-        # One pass over the inventory rows of the wanted classes: each row
-        # is checked for capacity once, then folded into a flag per class.
-        cols += [func.max(case((inv.c.resource_class_id == rc, 1), else_=0))
-                 .label(f"rc_{i}") for i, (rc, _amount) in enumerate(wanted)]
-        cols += [case((clause, 1), else_=0).label(f"trait_{i}")
-                 for i, clause in enumerate(traits)]
-        # `+ 0` keeps SQLite from driving the query by the class index
-        # (every provider's row of the class): the slice of trees drives it.
-        conds = [where, or_(*[and_(inv.c.resource_class_id + 0 == rc,
-                                   *filters.capacity_conditions(inv, amount))
-                              for rc, amount in wanted])]
-        if in_trees:
-            conds += [step.clause for step in steps.unnumbered_steps(g, lk, RP)]
-        else:
-            # Read as sharing providers of other trees: their own
-            # aggregates are flags (the anchor's root decides the rest).
-            conds += filters.trait_clauses(RP.c.id, (), g.forbidden, lk.trait_ids)
-            if g.member_of:
-                ok = and_(*filters.aggregate_clauses(RP.c.id, g.member_of, (),
-                                                     lk.agg_ids))
-                cols.append(case((ok, 1), else_=0).label("agg_ok"))
-            if g.forbidden_aggs:
-                bad = filters.in_any_aggregate(
-                    RP.c.id, filters.known_ids(g.forbidden_aggs, lk.agg_ids))
-                cols.append(case((bad, 1), else_=0).label("agg_bad"))
-            if g.in_tree:
-                conds.append(RP.c.root_provider_id == lk.tree_roots[""])
-        query = (select(*cols)
-                 .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
-                 .where(*conds)
-                 # In the order of the root index, so neither the grouping
-                 # nor the ordering needs a sort.
-                 .group_by(RP.c.root_provider_id, RP.c.id, RP.c.uuid,
-                           RP.c.parent_provider_id)
-                 .order_by(RP.c.root_provider_id, RP.c.id))
-        if in_trees and not self.has_sharing:
-            query = query.having(or_(
-                and_(alone, func.count(inv.c.resource_class_id) == len(wanted),
-                     *traits),
-                ~alone))
-            if traits:
-                # The traits part of that, again per provider: the database
-                # then skips the inventory rows of a lone provider lacking
-                # them (a third of the work on a flat cloud).
-                query = query.where(or_(~alone, and_(*traits)))
-        return query
-
-    def _numbered_select(self, suffix: str, where):
-        group = self.plan.req.groups[suffix]
-        conds = [where] + [step.clause for step in steps.numbered_steps(
-            group, self.plan.lookups, RP)]
-        return select(RP.c.id.label("id"), RP.c.root_provider_id.label("root_id"),
-                      RP.c.uuid.label("uuid"),
-                      RP.c.parent_provider_id.label("parent_id")).where(
-                          *conds).order_by(RP.c.root_provider_id, RP.c.id)
-
-    def _inventory_select(self, where):
-        inv = t.inventories
-        return (select(inv.c.resource_provider_id.label("id"),
-                       inv.c.resource_class_id.label("rc"),
-                       inv.c.total, inv.c.reserved, inv.c.allocation_ratio,
-                       inv.c.max_unit, filters.used_subquery(inv).label("used"))
-                .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
-                .where(where, inv.c.resource_class_id.in_(sorted(self.plan.multi_rcs))))
+    # -- the statement cache -----------------------------------------------
 
     def _built(self, key, build, reuse: bool):
         """Slice statements are re-run with new bounds, within the request
@@ -196,7 +110,8 @@ class Reader:
         reuse = params is not None
         if g is not None:
             query = self._built(("unnumbered", in_trees),
-                                lambda: self._unnumbered_select(where, in_trees), reuse)
+                                lambda: statements.unnumbered_select(
+                                    plan, where, in_trees, self.has_sharing), reuse)
             result = self.conn.execute(query, params or {})
             col = _columns(result)
             i_id, i_root, i_uuid, i_parent, i_alone = (
@@ -226,7 +141,7 @@ class Reader:
             for suffix in suffixes:
                 draft.rows.setdefault(suffix, {})
             query = self._built(("numbered", suffixes[0]),
-                                lambda: self._numbered_select(suffixes[0], where),
+                                lambda: statements.numbered_select(plan, suffixes[0], where),
                                 reuse)
             result = self.conn.execute(query, params or {})
             col = _columns(result)
@@ -245,7 +160,7 @@ class Reader:
     def _read_inventory(self, where, draft: _Draft, params=None) -> None:
         if not self.plan.multi_rcs:
             return
-        query = self._built("inventory", lambda: self._inventory_select(where),
+        query = self._built("inventory", lambda: statements.inventory_select(self.plan, where),
                             params is not None)
         for row in self.conn.execute(query, params or {}):
             draft.inventory[(row.id, row.rc)] = (
