@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from sqlalchemy import delete, insert
 
 from placement_lite.candidates import combiner, engine
-from placement_lite.candidates.facts import Facts
+from placement_lite.candidates.facts import Facts, Room
 from placement_lite.candidates.plan import Lookups, Plan
 from placement_lite.candidates.reader import Reader
 from placement_lite.api.provider_filters import query_dialect
@@ -46,7 +46,7 @@ def test_wide_symmetric_tree_is_combined_lazily():
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
               for i in range(1, 7)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.inventory = {(c, 1): (6, 0, 6) for c in range(2, 10)}
+    search.inventory = {(c, 1): Room(6, 0, 6) for c in range(2, 10)}
     options = [list(range(2, 10))] * 6
     start = time.perf_counter()
     first = list(itertools.islice(search.combine(options), 10))
@@ -57,7 +57,7 @@ def test_wide_symmetric_tree_is_combined_lazily():
 def test_merged_amounts_respect_capacity():
     groups = {s: RequestGroup(suffix=s, resources={"X": 2}) for s in "123"}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.inventory = {(7, 1): (5, 0, 5), (8, 1): (6, 2, 3)}
+    search.inventory = {(7, 1): Room(5, 0, 5), (8, 1): Room(6, 2, 3)}
     found = list(search.combine([[7, 8]] * 3))
     for combo in found:
         assert combo.count(7) <= 2  # 3 x 2 > 5
@@ -70,7 +70,7 @@ def test_isolate_never_reuses_a_provider():
     groups = {s: RequestGroup(suffix=s, resources={"X": 1}) for s in "123"}
     search = _search(CandidateRequest(groups=groups, group_policy="isolate"),
                      {"X": 1})
-    search.inventory = {(c, 1): (9, 0, 9) for c in range(1, 5)}
+    search.inventory = {(c, 1): Room(9, 0, 9) for c in range(1, 5)}
     found = list(search.combine([[1, 2, 3, 4]] * 3))
     assert len(found) == 4 * 3 * 2
     assert all(len(set(combo)) == 3 for combo in found)
@@ -83,7 +83,7 @@ def test_combination_depth_is_not_bounded_by_the_stack():
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
               for i in range(1, count + 1)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.inventory = {(7, 1): (count, 0, count), (8, 1): (count, 0, count)}
+    search.inventory = {(7, 1): Room(count, 0, count), (8, 1): Room(count, 0, count)}
     first = list(itertools.islice(search.combine([[7, 8]] * count), 3))
     assert first == [(7,) * count, (7,) * (count - 1) + (8,),
                      (7,) * (count - 2) + (8, 7)]
@@ -94,7 +94,7 @@ def test_groups_that_cannot_all_fit_are_refused_at_once():
               for i in range(1, 42)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
     # 2 x 20 units for 41 groups: no split fits (2^41 to try one by one).
-    search.inventory = {(7, 1): (20, 0, 20), (8, 1): (22, 2, 20)}
+    search.inventory = {(7, 1): Room(20, 0, 20), (8, 1): Room(22, 2, 20)}
     assert list(search.combine([[7, 8]] * 41)) == []
 
 
@@ -151,7 +151,7 @@ def test_groups_that_fit_in_sum_but_not_in_units_are_refused_quickly():
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 2})
               for i in range(1, count + 1)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.inventory = {(7, 1): (101, 0, 101), (8, 1): (101, 0, 101)}
+    search.inventory = {(7, 1): Room(101, 0, 101), (8, 1): Room(101, 0, 101)}
     assert list(search.combine([[7, 8]] * count)) == []
 
 
@@ -162,10 +162,10 @@ def test_dead_ends_are_remembered_per_placement_not_per_order():
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": 1})
               for i in range(1, 8)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.inventory = {(7, 1): (3, 0, 3), (8, 1): (3, 0, 3)}
+    search.inventory = {(7, 1): Room(3, 0, 3), (8, 1): Room(3, 0, 3)}
     assert list(search.combine([[7, 8]] * 7)) == []
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.inventory = {(7, 1): (3, 0, 3), (8, 1): (4, 0, 4)}
+    search.inventory = {(7, 1): Room(3, 0, 3), (8, 1): Room(4, 0, 4)}
     found = list(search.combine([[7, 8]] * 7))
     # choose which 3 of the 7 go to provider 7
     assert len(found) == 35 and all(c.count(7) == 3 for c in found)
@@ -184,7 +184,7 @@ def test_combination_matches_the_product(data):
     search = _search(CandidateRequest(groups=groups, group_policy=policy),
                      {"X": 1})
     caps = {rp: data.draw(st.integers(1, 9)) for rp in (1, 2, 3, 4)}
-    search.inventory = {(rp, 1): (cap, 0, cap) for rp, cap in caps.items()}
+    search.inventory = {(rp, 1): Room(cap, 0, cap) for rp, cap in caps.items()}
     # The SQL offers a provider for a slot only when the slot alone fits.
     options = [data.draw(st.lists(
         st.sampled_from([rp for rp in caps if caps[rp] >= a] or [None]),
@@ -208,7 +208,7 @@ def _packing(count, caps, amounts):
     groups = {str(i): RequestGroup(suffix=str(i), resources={"X": a})
               for i, a in zip(range(1, count + 1), amounts)}
     search = _search(CandidateRequest(groups=groups, group_policy="none"), {"X": 1})
-    search.inventory = {(rp, 1): (cap, 0, cap) for rp, cap in caps.items()}
+    search.inventory = {(rp, 1): Room(cap, 0, cap) for rp, cap in caps.items()}
     return search, [sorted(caps)] * count
 
 

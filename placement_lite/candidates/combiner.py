@@ -182,7 +182,7 @@ def room_for_all(plan: Plan, view: View, opts: list) -> bool:
             inv = view.inventory((rp, rc))
             if inv is not None:
                 # A provider can only take whole units of it.
-                room += (inv[0] - inv[1]) // unit * unit
+                room += (inv.capacity - inv.used) // unit * unit
         if wanted > room:
             return False
     return True
@@ -217,7 +217,7 @@ def combine(plan: Plan, view: View, opts: list, budget: Budget) -> Iterator[tupl
             total = before + amount
             if before:
                 inv = view.inventory(key)
-                if inv is None or inv[1] + total > inv[0] or total > inv[2]:
+                if inv is None or inv.used + total > inv.capacity or total > inv.max_unit:
                     for k, a in added:
                         amounts[k] -= a
                     return None

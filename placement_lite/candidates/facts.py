@@ -7,7 +7,14 @@ orchestrator and explain only read it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
+
+
+class Room(NamedTuple):
+    """One provider's inventory of one class, as the combiner merges it."""
+    capacity: int  # (total - reserved) * allocation_ratio
+    used: int
+    max_unit: int
 
 
 @dataclass(frozen=True)
@@ -19,7 +26,7 @@ class Facts:
     trait_flags: dict = field(default_factory=dict)
     agg_ok: dict = field(default_factory=dict)  # rp -> member_of satisfied
     agg_bad: dict = field(default_factory=dict)  # rp -> in a forbidden agg
-    inventory: dict = field(default_factory=dict)  # (rp, rc) -> (cap, used, max)
+    inventory: dict = field(default_factory=dict)  # (rp, rc) -> Room
     root_ok: frozenset = frozenset()  # roots passing root_required
     alone: frozenset = frozenset()  # providers alone in their tree
     root_agg_bad: dict = field(default_factory=dict)  # root -> in forbidden agg

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import filters, statements
 from placement_lite.candidates.facts import (
-    NO_SHARING, Facts, Sharing, Slice)
+    NO_SHARING, Facts, Room, Sharing, Slice)
 from placement_lite.candidates.plan import Plan
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
@@ -163,7 +163,7 @@ class Reader:
         query = self._built("inventory", lambda: statements.inventory_select(self.plan, where),
                             params is not None)
         for row in self.conn.execute(query, params or {}):
-            draft.inventory[(row.id, row.rc)] = (
+            draft.inventory[(row.id, row.rc)] = Room(
                 int(capacity.capacity_from(row.total, row.reserved,
                                            row.allocation_ratio)),
                 int(row.used or 0), row.max_unit)
