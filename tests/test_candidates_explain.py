@@ -64,10 +64,10 @@ def test_explain_agrees_with_the_answer(shared_db, world, request):  # noqa: F81
             assert not report["reasons"]
     # The search's steps end with some tree left exactly when there are
     # candidates, and narrow as they go.
-    trees = [s for s in told.search if s.trees_after is not None
-             and s.step != "sharing"]
+    trees = [s for s in told.search if s.trees_after is not None]
     assert (trees[-1].trees_after > 0) == bool(real.candidates)
-    for step in trees:
+    for before, step in zip(trees, trees[1:]):
+        assert step.trees_before == before.trees_after, step
         assert step.trees_after <= step.trees_before, step
 
 
@@ -158,9 +158,11 @@ def test_a_sharing_provider_fills_the_gap(db):
                                 False, [w.uuids["cn"]])
     assert not found.providers[w.uuids["cn"]]["excluded"]
     sharing = next(s for s in found.search if s.step == "sharing")
-    assert sharing.detail == "1 sharing providers serve 2 trees"  # its own too
-    # Trees some group is served in (both: the sharing provider's own too).
-    assert (sharing.trees_before, sharing.trees_after) == (0, 2)
+    assert sharing.detail.endswith(
+        "or one of 1 sharing providers (serving 2 trees); 0 trees by their "
+        "own providers alone")
+    # Offered: cn's tree and the sharing provider's own; served: cn's.
+    assert (sharing.trees_before, sharing.trees_after) == (2, 1)
 
 
 def test_reason_root_required(db):

@@ -161,17 +161,19 @@ def _search_counts(plan: Plan, rec: Recorder, result: engine.Result,
     sharing = rec.sharing
     eligible = set().union(*sharing.by_key.values()) if sharing and sharing.by_key else set()
     served = rec.anchors - set(rec.unserved)
-    out.append(Count("sharing", f"{len(eligible)} sharing providers serve "
-                     f"{len(sharing.anchors) if sharing else 0} trees",
-                     None, None, own, len(offered)))
+    out.append(Count("offered", "trees where some group has a provider, or a "
+                     "sharing provider serves", None, None, None, len(offered)))
     if req.root_required or req.root_forbidden:
         detail = ",".join(sorted(req.root_required) + [
             "!" + n for n in sorted(req.root_forbidden)])
         out.append(Count("root_required", detail, None, None, len(offered),
                          len(rec.anchors)))
-    out.append(Count("every_group_served", "each group (and class of the "
-                     "unnumbered group) has a provider in the tree or a "
-                     "sharing provider", None, None, len(rec.anchors), len(served)))
+    serving = len(sharing.anchors) if sharing else 0
+    out.append(Count("sharing", f"every group (and class of the unnumbered "
+                     f"group) has a provider in the tree or one of "
+                     f"{len(eligible)} sharing providers (serving {serving} "
+                     f"trees); {own} trees by their own providers alone",
+                     None, None, len(rec.anchors), len(served)))
     combined = {a for a, (found, refused) in rec.combined.items() if found or refused}
     rules = []
     if plan.isolate:
