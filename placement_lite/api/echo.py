@@ -10,13 +10,15 @@ from __future__ import annotations
 import re
 import reprlib
 
-# Long enough for any uuid, name or class a message legitimately quotes
-# (names are at most 200 characters, uuids 36).
-MAX_QUOTED = 80
+# Long enough for any value a message legitimately quotes whole: names
+# (at most 200 characters), trait and class names (255), uuids (36), and
+# query keys such as `resources_<64-character suffix>`, which Placement's
+# own tests expect to see quoted in full.
+MAX_QUOTED = 256
 # A run of non-space characters longer than this in an error detail can
 # only be an echoed value; it is cut to a prefix.
-MAX_RUN = 240
-RUN_PREFIX = 80
+MAX_RUN = 320
+RUN_PREFIX = 256
 MAX_DETAIL = 2000
 _LONG_RUN = re.compile(r"\S{%d,}" % (MAX_RUN + 1))
 

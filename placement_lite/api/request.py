@@ -163,7 +163,7 @@ def _describe(err: jsonschema.ValidationError) -> tuple[str, str]:
     if validator == "additionalProperties":
         extras = _extra_keys(err)
         patterns = list(err.schema.get("patternProperties", {}))
-        shown = ", ".join(quote_str(k, 60) for k in extras[:3])
+        shown = ", ".join(quote_str(k) for k in extras[:3])
         more = f" and {len(extras) - 3} more" if len(extras) > 3 else ""
         if patterns and all(_is_uuid_pattern(p) for p in patterns):
             return (f"{shown}{more} does not match any of the regexes: "
