@@ -93,12 +93,17 @@ class Side:
         self.url = _fresh_db(db, workdir, label)
         self.load_seconds = {}
         self.race_rounds = 0
-        for shape, count in sizes:
-            began = time.monotonic()
-            subprocess.run([sys.executable, os.path.join(HERE, "worlds.py"),
-                            self.url, shape, str(count)], env=self.env, check=True,
-                           cwd=tree)
-            self.load_seconds[f"{shape}_{count}"] = round(time.monotonic() - began, 1)
+        try:
+            for shape, count in sizes:
+                began = time.monotonic()
+                subprocess.run([sys.executable, os.path.join(HERE, "worlds.py"),
+                                self.url, shape, str(count)], env=self.env,
+                               check=True, cwd=tree)
+                self.load_seconds[f"{shape}_{count}"] = round(
+                    time.monotonic() - began, 1)
+        except BaseException:
+            _drop_db(self.url)  # a failed load leaves no database behind
+            raise
         self.http = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "placement_lite.cli", "serve", "--db", self.url,
