@@ -87,9 +87,9 @@ def options(plan: Plan, sharing: Sharing, facts: Facts, anchor: int) -> list:
     sharers = sharing.anchors.get(anchor, ())
     g = plan.unnumbered
     out = []
-    for slot in plan.slots:
-        key = plan.slot_key(slot)
-        opts = list(facts.rows.get(key, {}).get(anchor, ()))
+    rows = facts.rows
+    for slot, key in zip(plan.slots, plan.slot_keys):
+        opts = list(rows.get(key, {}).get(anchor, ()))
         if sharers and not (not slot.numbered and g.in_tree):
             eligible = sharing.by_key.get(key, ())
             extra = [ss for ss in sorted(sharers) if ss in eligible and ss not in opts]
@@ -131,8 +131,9 @@ def traits_ok(plan: Plan, view: View, rps) -> bool:
     if not g.required:
         return True
     have = [False] * len(g.required)
+    own, shared = view.facts.trait_flags, view.shared.trait_flags
     for rp in rps:
-        for i, flag in enumerate(view.trait_flags(rp) or ()):
+        for i, flag in enumerate(own.get(rp) or shared.get(rp) or ()):
             if flag:
                 have[i] = True
     return all(have)
@@ -349,9 +350,8 @@ def slice_choices(plan: Plan, sharing: Sharing, part: Slice, budget: Budget,
             yield (anchor,) * n
             continue
         opts = options(plan, sharing, facts, anchor)
-        empty = next((i for i, o in enumerate(opts) if not o), None)
-        if empty is not None:
-            watcher.tree_unserved(anchor, empty)
+        if not all(opts):
+            watcher.tree_unserved(anchor, [bool(o) for o in opts].index(False))
             continue
         found = refused = 0
         for chosen in combine(plan, view, opts, budget):

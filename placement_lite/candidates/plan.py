@@ -54,6 +54,8 @@ class Plan:
                 slots.append(Slot(suffix, {
                     lookups.rc_ids[n]: a for n, a in group.resources.items()}, True))
         self.slots: tuple = tuple(slots)
+        # Where the reader files each slot's providers (see slot_key).
+        self.slot_keys: tuple = tuple(self.slot_key(slot) for slot in slots)
         counts: dict = {}
         for slot in slots:
             for rc in slot.resources:
