@@ -289,3 +289,20 @@ def test_openapi_documents_the_route_with_the_candidates_query(db):
                                                  "openstack-api-version":
                                                  "placement latest"})
     assert found.status_code == 400
+
+
+@pytest.mark.parametrize("profile, roles, status", [
+    ("secure-rbac", "reader", 200), ("secure-rbac", "member", 403),
+    ("secure-rbac", "admin", 200), ("legacy", "reader", 403),
+    ("open", "member", 200)])
+def test_policy_admin_or_reader_by_default(db, profile, roles, status):
+    import falcon.testing
+    from placement_lite.app import create_app
+    from placement_lite.config import Settings
+    client = falcon.testing.TestClient(create_app(
+        Settings(db=db.url, policy_profile=profile), db))
+    found = client.simulate_get(
+        "/explain/allocation_candidates", query_string="resources=VCPU:1",
+        headers={"x-auth-token": "carol:p1", "x-roles": roles,
+                 "openstack-api-version": "placement latest"})
+    assert found.status_code == status, found.text
