@@ -6,11 +6,7 @@ from typing import Optional
 
 import falcon
 
-from placement_lite.api import (
-    aggregates, allocation_candidates, allocations, catalog, cors, errors,
-    inventories, lease, limits, openapi, projects, quota, reshaper,
-    resource_classes, resource_providers, root, traits, usages)
-from placement_lite.api import explain
+from placement_lite.api import cors, errors, openapi
 from placement_lite.api import metrics as metrics_api
 from placement_lite.api.auth import AuthMiddleware
 from placement_lite.api.metrics import Metrics
@@ -20,6 +16,10 @@ from placement_lite.api.middleware import (
     RequestIdMiddleware)
 from placement_lite.api.paths import UrlMiddleware
 from placement_lite.api.policy import Policy
+from placement_lite.api.resources import (
+    aggregates, allocation_candidates, allocations, catalog, explain,
+    inventories, lease, limits, projects, quota, reshaper, resource_classes,
+    resource_providers, root, traits, usages)
 from placement_lite.api.services import Services
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database

@@ -38,7 +38,7 @@ def needs(template):
 
 
 def needs_provider_filter(name):
-    from placement_lite.api.resource_providers import PROVIDER_FILTERS
+    from placement_lite.api.resources.resource_providers import PROVIDER_FILTERS
     return pytest.mark.skipif(name not in {f.name for f in PROVIDER_FILTERS},
                               reason=f"GET /resource_providers?{name} is not served yet")
 

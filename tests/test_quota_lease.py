@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select
 
 from placement_lite import errors
-from placement_lite.api.lease import lease_request
+from placement_lite.api.resources.lease import lease_request
 from placement_lite.config import Settings
 from placement_lite.db import tables as t
 from placement_lite.quota import catalog, enforce, lease, limits, models, projects

@@ -20,9 +20,9 @@ from typing import Any, Iterable
 import falcon
 import yaml
 
-from placement_lite.api import explain, resource_providers
 from placement_lite.api.auth import READS, is_public
 from placement_lite.api.microversion import MAX_VERSION, VersionedTable
+from placement_lite.api.resources import explain, resource_providers
 from placement_lite.api.schemas import (
     aggregates, allocation_candidates, allocations, inventories, lease, limits,
     reshaper, resource_classes, traits)

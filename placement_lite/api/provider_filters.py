@@ -1,7 +1,7 @@
 """GET /resource_providers filters that speak the candidates language:
 member_of, resources, in_tree and required.
 
-Each entry becomes a ProviderFilter of api/resource_providers.py; the
+Each entry becomes a ProviderFilter of api/resources/resource_providers.py; the
 parsing and the SQL are the ones GET /allocation_candidates uses
 (candidates/query.py and candidates/filters.py), so both answer the same
 forms (`in:`, `!`, repeats) with the same 400s at the same microversions.

@@ -12,7 +12,7 @@ from markupsafe import Markup, escape
 
 from placement_lite import errors as domain_errors
 from placement_lite.api import errors as api_errors
-from placement_lite.api import explain as explain_api
+from placement_lite.api.resources import explain as explain_api
 from placement_lite.api.versions import ALLOCATION_CANDIDATES, MAX_VERSION, Version
 from placement_lite.ui import pages
 

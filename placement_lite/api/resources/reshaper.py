@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from placement_lite import errors
 from placement_lite.api import render, request
-from placement_lite.api.allocations import consumer_write
+from placement_lite.api.resources.allocations import consumer_write
 from placement_lite.api.microversion import versioned
 from placement_lite.api.versions import RESHAPER
 from placement_lite.api.phrases import prefixed

@@ -8,7 +8,7 @@ from __future__ import annotations
 import falcon
 
 from placement_lite.api import render, request
-from placement_lite.api.limits import Resource, base_url, collection_links
+from placement_lite.api.resources.limits import Resource, base_url, collection_links
 from placement_lite.api.schemas import limits as schema
 from placement_lite.quota import projects
 

@@ -6,7 +6,7 @@ import falcon
 from placement_lite import errors
 from placement_lite.api import render, request
 from placement_lite.api.phrases import prefixed
-from placement_lite.api.resource_providers import exists_before_body
+from placement_lite.api.resources.resource_providers import exists_before_body
 from placement_lite.api.versions import DELETE_ALL_INVENTORIES, RESERVED_EQUALS_TOTAL
 from placement_lite.api.schemas import inventories as schema
 from placement_lite.ledger import inventories, providers
