@@ -336,24 +336,3 @@ class Static:
         resp.data, resp.content_type = found
         resp.set_header("Cache-Control", "public, max-age=3600")
         resp.set_header("X-Content-Type-Options", "nosniff")
-
-
-ROUTES = [
-    ("/ui", Fleet),
-    ("/ui/", Fleet),
-    ("/ui/fleet", Fleet),
-    ("/ui/providers", ProviderList),
-    ("/ui/providers/{uuid}", ProviderPage),
-    ("/ui/projects", ProjectList),
-    ("/ui/projects/{project_id}", ProjectPage),
-    ("/ui/consumers", ConsumerPage),
-    ("/ui/consumers/{consumer_uuid}", ConsumerPage),
-    ("/ui/login", Login),
-    ("/ui/logout", Logout),
-    ("/ui/static/{name}", Static),
-]
-
-# The Explain page builds on Page (above), so it is imported last.
-from placement_lite.ui.explain_page import ExplainPage  # noqa: E402
-
-ROUTES.append(("/ui/explain", ExplainPage))
