@@ -254,17 +254,26 @@ def _db_import(settings, args) -> int:
         database.dispose()
 
 
+def _schema_current(database, fix: str) -> bool:
+    """False, having said so on stderr, when the schema is not at head:
+    the read-only commands never upgrade it themselves."""
+    from placement_lite.db import migrate
+    if migrate.current_version(database.engine) == migrate.head_version():
+        return True
+    print(f"placement-lite: the schema is not current; run {fix} first",
+          file=sys.stderr)
+    return False
+
+
 def _db_compare(settings, args) -> int:
     """Exit 0 when the stored ledgers are the same, 1 when they differ."""
-    from placement_lite.db import importer, migrate
+    from placement_lite.db import importer
     from placement_lite.server import _first_line
     from sqlalchemy.exc import SQLAlchemyError
 
     database = _open(settings)
     try:
-        if migrate.current_version(database.engine) != migrate.head_version():
-            print("placement-lite: the schema is not current; run "
-                  "`placement-lite db upgrade` (or the import) first", file=sys.stderr)
+        if not _schema_current(database, "`placement-lite db upgrade` (or the import)"):
             return 1
         counts, differences = importer.compare(args.from_url, database)
     except importer.ImportRefused as exc:
@@ -291,15 +300,12 @@ def _db_compare(settings, args) -> int:
 def _report(settings, args) -> int:
     """The fleet and quota summaries, from the database directly."""
     from placement_lite import report
-    from placement_lite.db import migrate
     from placement_lite.server import _database_error
     from sqlalchemy.exc import SQLAlchemyError
 
     database = _open(settings)
     try:
-        if migrate.current_version(database.engine) != migrate.head_version():
-            print("placement-lite: the schema is not current; run "
-                  "`placement-lite db upgrade` first", file=sys.stderr)
+        if not _schema_current(database, "`placement-lite db upgrade`"):
             return 1
         with database.read() as conn:
             data = report.collect(conn, settings)
@@ -315,16 +321,13 @@ def _quota_enforcement(settings, args) -> int:
     """Show, or with --set/--model change, the deployment's enforcement.
     Running processes follow a change on their next check: they read it
     from the database every time."""
-    from placement_lite.db import migrate
     from placement_lite.quota import enforce
     from placement_lite.server import _database_error
     from sqlalchemy.exc import SQLAlchemyError
 
     database = _open(settings)
     try:
-        if migrate.current_version(database.engine) != migrate.head_version():
-            print("placement-lite: the schema is not current; run "
-                  "`placement-lite db upgrade` first", file=sys.stderr)
+        if not _schema_current(database, "`placement-lite db upgrade`"):
             return 1
         if args.set_enforce is None and args.set_model is None:
             with database.read() as conn:

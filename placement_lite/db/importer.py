@@ -538,20 +538,9 @@ def write(conn: Connection, out: Plan) -> dict:
         for row in out.allocations])
     if conn.dialect.name == "postgresql":
         _advance_sequences(conn)
-    return {
-        "resource_classes": len(new_classes),
-        "traits": len(out.traits),
-        "resource_providers": len(out.providers),
-        "inventories": len(out.inventories),
-        "resource_provider_traits": len(out.provider_traits),
-        "placement_aggregates": len(out.aggregates),
-        "resource_provider_aggregates": len(out.provider_aggregates),
-        "projects": len(out.projects),
-        "users": len(out.users),
-        "consumer_types": len(out.consumer_types),
-        "consumers": len(out.consumers),
-        "allocations": len(out.allocations),
-    }
+    # What was written is what was planned, but for the classes the target
+    # already had.
+    return {**_planned_counts(out), "resource_classes": len(new_classes)}
 
 
 def _advance_sequences(conn: Connection) -> None:
