@@ -10,6 +10,7 @@ identify the caller from the console cookie themselves (ui/session.py).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Optional
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -115,8 +116,9 @@ def _see_other(resp, location: str) -> None:
     resp.text = ""
 
 
-class Page:
-    """A console page: identify, authorise, then `show`."""
+class Page(ABC):
+    """A console page: identify, authorise, then `show`, which each page
+    defines."""
 
     public_methods = READS
     policies: dict = {}
@@ -141,8 +143,9 @@ class Page:
             render(resp, "error.html", falcon.HTTP_403, title="Not permitted",
                    detail=refused.detail, identity=identity, active=self.nav)
 
+    @abstractmethod
     def show(self, req, resp, identity, **params):
-        raise NotImplementedError
+        """Render the page for an identity the rules admitted."""
 
     def missing(self, resp, identity, what: str) -> None:
         render(resp, "error.html", falcon.HTTP_404, title="Not found",
