@@ -7,8 +7,8 @@ import pytest
 
 from placement_lite.candidates import engine
 from placement_lite.api.provider_filters import query_dialect
-from placement_lite.candidates.query import (
-    parse_candidate_request, parse_provider_filters)
+from placement_lite.candidates.query import parse_candidate_request
+from placement_lite.candidates.terms import parse_provider_filters
 from placement_lite.errors import Invalid
 from tests.backends import fresh_database
 from tests.candidates_world import World

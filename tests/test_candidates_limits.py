@@ -145,7 +145,7 @@ def test_a_filter_repeated_hundreds_of_times_is_answered(client, path):
 
 
 def test_too_many_distinct_filters_in_a_group_is_a_400(client):
-    from placement_lite.candidates.query import MAX_GROUP_TERMS
+    from placement_lite.candidates.terms import MAX_GROUP_TERMS
     query = "resources=VCPU:1&" + "&".join(
         f"member_of=11111111-1111-1111-1111-{i:012d}"
         for i in range(MAX_GROUP_TERMS + 1))

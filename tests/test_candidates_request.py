@@ -2,8 +2,8 @@
 import pytest
 
 from placement_lite.api.provider_filters import query_dialect
-from placement_lite.candidates.query import (
-    parse_candidate_request, parse_provider_filters)
+from placement_lite.candidates.query import parse_candidate_request
+from placement_lite.candidates.terms import parse_provider_filters
 from placement_lite.errors import Invalid
 
 AGG1 = "11111111-1111-1111-1111-111111111111"
@@ -255,7 +255,7 @@ def test_provider_filters():
 
 
 def test_repeated_filters_collapse_and_distinct_ones_are_capped():
-    from placement_lite.candidates.query import MAX_GROUP_TERMS
+    from placement_lite.candidates.terms import MAX_GROUP_TERMS
     group = parse(resources="VCPU:1", required=["A"] * 900,
                   member_of=[AGG1] * 900).groups[""]
     assert group.required == [{"A"}] and group.member_of == [{AGG1}]

@@ -3,7 +3,7 @@ member_of, resources, in_tree and required.
 
 Each entry becomes a ProviderFilter of api/resources/resource_providers.py; the
 parsing and the SQL are the ones GET /allocation_candidates uses
-(candidates/query.py and candidates/filters.py), so both answer the same
+(candidates/terms.py and candidates/filters.py), so both answer the same
 forms (`in:`, `!`, repeats) with the same 400s at the same microversions.
 query_dialect() is where a microversion becomes the forms of that
 language a caller may use, for both routes.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from placement_lite.api import versions as v
 from placement_lite.api.versions import Version
 from placement_lite.candidates.filters import provider_filter_select
-from placement_lite.candidates.query import Dialect, parse_provider_filters
+from placement_lite.candidates.terms import Dialect, parse_provider_filters
 
 # Dialect flag -> the feature that allows it.
 _DIALECT_FEATURES = {

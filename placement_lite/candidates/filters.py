@@ -149,7 +149,7 @@ def capacity_clauses(rp_id, resources: Mapping[str, int],
 
 def provider_filter_select(conn: Connection, flt):
     """A select of the ids of providers matching a ProviderListFilter
-    (see request.parse_provider_filters), for GET /resource_providers."""
+    (see terms.parse_provider_filters), for GET /resource_providers."""
     rp = t.resource_providers
     clauses = []
     if flt.resources:
