@@ -27,7 +27,7 @@ from placement_lite.db import tables as t
 from placement_lite.db.engine import Database
 from placement_lite.ledger import allocations, usages
 from placement_lite.ledger.allocations import ConsumerWrite
-from tests import factories
+from tests import factories, races
 
 PROCESSES = 2
 THREADS = 4
@@ -257,54 +257,11 @@ def test_racing_http_claims_against_two_worker_processes(db):
 
     capacities = {str(uuid.uuid4()): total for total in (12, 18)}
     with serve(db.url, "--workers", "2", "--threads", "4") as srv:
-        for n, (rp, total) in enumerate(capacities.items()):
-            status, _h, _b = srv.request("POST", "/resource_providers", {
-                "name": f"host-{n}", "uuid": rp}, version="1.20")
-            assert status == 200
-            status, _h, body = srv.request(
-                "PUT", f"/resource_providers/{rp}/inventories",
-                {"resource_provider_generation": 0,
-                 "inventories": {"VCPU": {"total": total}}}, version="1.20")
-            assert status == 200, body
-        statuses: list[int] = []
-        granted: dict[str, int] = {"p0": 0, "p1": 0}
-        lock = threading.Lock()
-
-        def claimer(project):
-            full: set[str] = set()
-            rng = random.Random()
-            while len(full) < len(capacities):
-                rp = rng.choice([u for u in capacities if u not in full])
-                status, _h, body = srv.request(
-                    "PUT", f"/allocations/{uuid.uuid4()}",
-                    {"allocations": {rp: {"resources": {"VCPU": 1}}},
-                     "project_id": project, "user_id": "u",
-                     "consumer_generation": None, "consumer_type": "INSTANCE"},
-                    version="1.38")
-                with lock:
-                    statuses.append(status)
-                    if status == 204:
-                        granted[project] += 1
-                if status == 409 and "capacity" in str(body):
-                    full.add(rp)
-                elif status not in (204, 409):
-                    return
-
-        threads = [threading.Thread(target=claimer, args=(f"p{i % 2}",))
-                   for i in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert set(statuses) <= {204, 409}, statuses
-        assert sum(granted.values()) == sum(capacities.values())
-        for rp, total in capacities.items():
-            _s, _h, body = srv.request("GET", f"/resource_providers/{rp}/usages")
-            assert body["usages"]["VCPU"] == total
-        for project, count in granted.items():
-            _s, _h, body = srv.request(
-                "GET", f"/usages?project_id={project}", version="1.9")
-            assert body["usages"] == ({"VCPU": count} if count else {})
+        races.make_vcpu_providers(srv.request, capacities, "1.38")
+        race = races.claim_until_full(srv.request, capacities, "1.38")
+        assert set(race.statuses) <= {204, 409}, race.statuses
+        races.assert_granted_exactly_capacity(srv.request, capacities, race,
+                                              "1.38")
 
 
 @pytest.mark.parametrize("failure", [

@@ -10,7 +10,6 @@ grants exactly the capacity there is.
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import socket
 import subprocess
@@ -26,6 +25,7 @@ import pytest
 from placement_lite.db import migrate
 from placement_lite.db.engine import Database
 from placement_lite.server import StartupError
+from tests import races
 from tests.backends import backend_id, backend_urls, fresh_url
 
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
@@ -280,53 +280,12 @@ def test_claims_race_under_uwsgi_grants_exactly_capacity(base, lazy):
                 assert migrate.current_version(db.engine) == migrate.head_version()
             finally:
                 db.dispose()
-            for n, (rp, total) in enumerate(capacities.items()):
-                status, _h, body = server.request(
-                    "POST", "/resource_providers", {"name": f"host-{n}", "uuid": rp})
-                assert status == 200, body
-                status, _h, body = server.request(
-                    "PUT", f"/resource_providers/{rp}/inventories",
-                    {"resource_provider_generation": 0,
-                     "inventories": {"VCPU": {"total": total}}})
-                assert status == 200, body
-            statuses: list[int] = []
-            granted = {"p0": 0, "p1": 0}
-            lock = threading.Lock()
-
-            def claimer(project):
-                full: set[str] = set()
-                rng = random.Random()
-                while len(full) < len(capacities):
-                    rp = rng.choice([u for u in capacities if u not in full])
-                    status, _h, body = server.request(
-                        "PUT", f"/allocations/{uuid.uuid4()}",
-                        {"allocations": {rp: {"resources": {"VCPU": 1}}},
-                         "project_id": project, "user_id": "u",
-                         "consumer_generation": None, "consumer_type": "INSTANCE"})
-                    with lock:
-                        statuses.append(status)
-                        if status == 204:
-                            granted[project] += 1
-                    if status == 409 and "capacity" in str(body):
-                        full.add(rp)
-                    elif status not in (204, 409):
-                        return
-
-            threads = [threading.Thread(target=claimer, args=(f"p{i % 2}",))
-                       for i in range(8)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            assert set(statuses) <= {204, 409}, (statuses, server.lines[-20:])
-            assert sum(granted.values()) == sum(capacities.values())
-            for rp, total in capacities.items():
-                _s, _h, body = server.request("GET", f"/resource_providers/{rp}/usages")
-                assert body["usages"]["VCPU"] == total
-            for project, count in granted.items():
-                _s, _h, body = server.request("GET", f"/usages?project_id={project}",
-                                              version="1.9")
-                assert body["usages"] == ({"VCPU": count} if count else {})
+            races.make_vcpu_providers(server.request, capacities, "1.39")
+            race = races.claim_until_full(server.request, capacities, "1.39")
+            assert set(race.statuses) <= {204, 409}, (race.statuses,
+                                                      server.lines[-20:])
+            races.assert_granted_exactly_capacity(server.request, capacities,
+                                                  race, "1.39")
         finally:
             server.stop()
 
