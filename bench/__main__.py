@@ -4,18 +4,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
-from bench import loader, matrix, runner
+from bench import loader, matrix, runner, worlds
 from bench.client import Client
+from bench.serving import ServerProcess
 
 
 def _load(args):
-    db = loader.open_db(args.db)
+    db = worlds.open_db(args.db)
     start = time.perf_counter()
     if args.shape == "flat":
         loader.load_flat(db, args.count)
@@ -34,63 +33,22 @@ def _load_http(args):
             "seconds": round(time.perf_counter() - start, 2)}
 
 
-class Server:
-    """placement-lite serve on a fresh port, for the suite."""
-
-    def __init__(self, db_url, port, workers=1, extra=()):
-        self.url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "placement_lite.cli", "serve", "--db", db_url,
-               "--port", str(port), "--workers", str(workers),
-               "--log-level", "WARNING", *extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                status, _ = Client(self.url).get("/healthcheck")
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("the server did not start")
-
-    def pids(self):
-        found = [self.proc.pid]
-        try:
-            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as fh:
-                found += [int(p) for p in fh.read().split()]
-        except OSError:
-            pass
-        return found
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 def _console_scenario(workdir, port, count, runs):
     """The console's pages (serve --ui) over a flat world with projects,
     limits and allocations: median and p95 per page, server CPU per page."""
     from bench import console
     db_url = f"sqlite:///{os.path.join(workdir, f'console_{count}.sqlite')}"
-    db = loader.open_db(db_url)
+    db = worlds.open_db(db_url)
     loader.load_flat(db, count)
     names = console.load_quota_and_usage(db)
     db.dispose()
-    server = Server(db_url, port, 1, ("--ui",))
+    server = ServerProcess(db_url, port, 1, ("--ui",))
     try:
         results = {"providers": count, "runs": runs,
                    "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
                    "pages": console.time_pages(
-                       server.url, names, runs,
-                       cpu=lambda: runner.cpu_seconds(server.pids()))}
+                       server.http, names, runs,
+                       cpu=lambda: server.cpu())}
         results["peak_rss_mb"] = runner.peak_rss_mb(server.pids())
     finally:
         server.stop()
@@ -108,31 +66,31 @@ def _suite(args):
                  server_args=()):
         nonlocal port
         db_url = f"sqlite:///{os.path.join(workdir, name + '.sqlite')}"
-        db = loader.open_db(db_url)
+        db = worlds.open_db(db_url)
         {"flat": loader.load_flat, "nested": loader.load_nested,
          "wide": lambda d, c: loader.load_wide(d)}[shape](db, count)
         db.dispose()
         port += 1
-        server = Server(db_url, port, workers, server_args)
+        server = ServerProcess(db_url, port, workers, server_args)
         try:
             results = {"providers": count, "workers": workers}
             for label, limit in queries:
-                before = runner.cpu_seconds(server.pids())
-                results[label] = runner.time_query(server.url, shape, args.runs, limit)
+                before = server.cpu()
+                results[label] = runner.time_query(server.http, shape, args.runs, limit)
                 results[label]["server_cpu_ms_per_query"] = round(
-                    1000 * (runner.cpu_seconds(server.pids()) - before)
+                    1000 * (server.cpu() - before)
                     / (args.runs + 1), 2)
             for label, limit in tput or ():
-                before = runner.cpu_seconds(server.pids())
+                before = server.cpu()
                 results[label] = runner.throughput(
-                    server.url, shape, args.clients, args.seconds, limit)
-                used = runner.cpu_seconds(server.pids()) - before
+                    server.http, shape, args.clients, args.seconds, limit)
+                used = server.cpu() - before
                 # Server CPU per query: what the 2 cores could serve were the
                 # load generator and everything else elsewhere.
                 results[label]["server_cpu_ms_per_query"] = round(
                     1000 * used / max(results[label]["queries"], 1), 2)
             if claim:
-                results["claims"] = runner.claims(server.url, claim, args.per_client)
+                results["claims"] = runner.claims(server.http, claim, args.per_client)
             results["peak_rss_mb"] = runner.peak_rss_mb(server.pids())
         finally:
             server.stop()

@@ -7,7 +7,9 @@ providers: a compute root with DISK_GB, two NUMA nodes (VCPU, MEMORY_MB,
 HW_NUMA_ROOT), three FPGAs and a PGPU below them.
 
 Big worlds go straight into the database in bulk (the database the
-server under test uses); small ones can go through the HTTP API.
+server under test uses, opened by bench.worlds.open_db; rows by
+bench.worlds.Bulk, as the matrix's worlds); small ones can go through the
+HTTP API.
 """
 from __future__ import annotations
 
@@ -15,11 +17,10 @@ import uuid as uuidlib
 
 from sqlalchemy import func, insert, select
 
-from placement_lite.db import migrate, tables as t
+from bench.worlds import AGGREGATE, Bulk
+from placement_lite.db import tables as t
 from placement_lite.db.engine import Database
-from placement_lite.ledger import standards
 
-AGGREGATE = "b0a5e1a8-1d1c-4c55-9f5a-0c1d0e7e0a01"
 AVX2 = "HW_CPU_X86_AVX2"
 NUMA = "HW_NUMA_ROOT"
 BATCH = 5000
@@ -45,84 +46,28 @@ TREE = [
 ]
 
 
-def open_db(url: str) -> Database:
-    db = Database(url)
-    migrate.upgrade(db.engine)
-    standards.sync(db)
-    return db
-
-
-class _Bulk:
-    def __init__(self, conn, tag):
-        self.conn = conn
-        self.tag = tag
-        self.rc = dict(conn.execute(select(t.resource_classes.c.name,
-                                           t.resource_classes.c.id)).all())
-        self.traits = dict(conn.execute(select(t.traits.c.name, t.traits.c.id)).all())
-        self.next_id = (conn.execute(select(func.max(t.resource_providers.c.id)))
-                        .scalar() or 0) + 1
-        self.rps, self.invs, self.rpt, self.rpa = [], [], [], []
-        agg = conn.execute(select(t.placement_aggregates.c.id).where(
-            t.placement_aggregates.c.uuid == AGGREGATE)).scalar()
-        if agg is None:
-            agg = conn.execute(insert(t.placement_aggregates).values(
-                uuid=AGGREGATE)).inserted_primary_key[0]
-        self.agg = agg
-
-    def provider(self, name, parent=None, root=None, inventory=(), traits=(),
-                 in_aggregate=False):
-        pid = self.next_id
-        self.next_id += 1
-        self.rps.append(dict(id=pid, uuid=str(uuidlib.uuid4()),
-                             name=f"{self.tag}-{name}", generation=1,
-                             parent_provider_id=parent,
-                             root_provider_id=root or pid))
-        for rc, spec in dict(inventory).items():
-            row = dict(resource_provider_id=pid, resource_class_id=self.rc[rc],
-                       reserved=0, min_unit=1, step_size=1, allocation_ratio=1.0)
-            row.update(spec)
-            self.invs.append(row)
-        for trait in traits:
-            self.rpt.append(dict(resource_provider_id=pid,
-                                 trait_id=self.traits[trait]))
-        if in_aggregate:
-            self.rpa.append(dict(resource_provider_id=pid, aggregate_id=self.agg))
-        if len(self.rps) >= BATCH:
-            self.flush()
-        return pid
-
-    def flush(self):
-        for table, rows in ((t.resource_providers, self.rps),
-                            (t.inventories, self.invs),
-                            (t.resource_provider_traits, self.rpt),
-                            (t.resource_provider_aggregates, self.rpa)):
-            if rows:
-                self.conn.execute(insert(table), rows)
-                rows.clear()
-
-
 def load_flat(db: Database, count: int, tag: str = "cn") -> None:
     with db.write() as conn:
-        bulk = _Bulk(conn, tag)
+        bulk = Bulk(conn, BATCH)
         for i in range(count):
-            bulk.provider(f"{i}", inventory=FLAT_INVENTORY,
+            bulk.provider(f"{tag}-{i}", inventory=FLAT_INVENTORY,
                           traits=[AVX2] if i % 3 else [],
-                          in_aggregate=i % 2 == 0)
+                          aggregate=i % 2 == 0)
         bulk.flush()
 
 
 def load_nested(db: Database, count: int, tag: str = "tree") -> None:
     with db.write() as conn:
-        bulk = _Bulk(conn, tag)
+        bulk = Bulk(conn, BATCH)
         for i in range(count):
             ids = []
             for suffix, parent, inventory, traits in TREE:
                 root = ids[0] if ids else None
                 ids.append(bulk.provider(
-                    f"{i}-{suffix}" if suffix else f"{i}",
+                    f"{tag}-{i}-{suffix}" if suffix else f"{tag}-{i}",
                     parent=ids[parent] if parent is not None else None,
                     root=root, inventory=inventory, traits=traits,
-                    in_aggregate=not ids))
+                    aggregate=not ids))
         bulk.flush()
 
 
@@ -156,9 +101,9 @@ def load_wide(db: Database, children: int = 8, units: int = 6,
             top = conn.execute(select(func.max(rc.c.id))).scalar() or 0
             conn.execute(insert(rc).values(id=max(top + 1, t.CUSTOM_CLASS_MIN_ID),
                                            name=WIDE_CLASS))
-        bulk = _Bulk(conn, tag)
-        root = bulk.provider("root")
+        bulk = Bulk(conn, BATCH)
+        root = bulk.provider(f"{tag}-root")
         for i in range(children):
-            bulk.provider(f"child{i}", parent=root, root=root, inventory={
+            bulk.provider(f"{tag}-child{i}", parent=root, root=root, inventory={
                 WIDE_CLASS: dict(total=units, max_unit=units)})
         bulk.flush()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlencode
 
 from bench.client import Client
-from bench import runner
+from bench.serving import ServerProcess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -83,7 +82,7 @@ def _drop_db(url: str) -> None:
     eng.dispose()
 
 
-class Side:
+class Side(ServerProcess):
     """One tree of code, its database and its server."""
 
     def __init__(self, label, tree, db, workdir, port, workers, threads, sizes):
@@ -104,36 +103,9 @@ class Side:
         except BaseException:
             _drop_db(self.url)  # a failed load leaves no database behind
             raise
-        self.http = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "placement_lite.cli", "serve", "--db", self.url,
-             "--port", str(port), "--workers", str(workers), "--threads", str(threads),
-             "--log-level", "WARNING"], env=self.env, cwd=tree,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                if Client(self.http).get("/healthcheck")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.3)
-        else:
-            self.stop()
-            raise RuntimeError(f"{label}: the server did not start")
+        super().__init__(self.url, port, workers, ("--threads", str(threads)),
+                         env=self.env, cwd=tree, name=f"{label}: the server")
         time.sleep(1.0)  # let every worker come up
-
-    def pids(self):
-        found = [self.proc.pid]
-        try:
-            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as fh:
-                found += [int(p) for p in fh.read().split()]
-        except OSError:
-            pass
-        return found
-
-    def cpu(self):
-        return runner.cpu_seconds(self.pids())
 
     def rss_mb(self):
         """Resident memory of each worker process (the supervisor apart
@@ -152,13 +124,7 @@ class Side:
         return max(out) if out else None
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().stop()
         _drop_db(self.url)
 
 
@@ -219,6 +185,19 @@ def throughput(side, path, clients, seconds):
     return {"rps": done / wall, "cpu_ms": 1000 * cpu / max(done, 1)}
 
 
+def _in_threads(side, work, count):
+    """work(0) ... work(count - 1) in threads at once: (wall seconds, the
+    server's CPU seconds meanwhile)."""
+    cpu0 = side.cpu()
+    began = time.monotonic()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return time.monotonic() - began, side.cpu() - cpu0
+
+
 def _claim_body(rp, project, user, amount=1):
     return {"allocations": {rp: {"resources": {"VCPU": amount}}},
             "project_id": project, "user_id": user,
@@ -251,15 +230,7 @@ def claims(side, rps, clients, attempts, amount, racing):
                     errors[0] += 1
                 if headers.get(STATEMENTS) and status == 204:
                     stmts.append(int(headers[STATEMENTS]))
-    cpu0 = side.cpu()
-    began = time.monotonic()
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    wall = time.monotonic() - began
-    cpu = side.cpu() - cpu0
+    wall, cpu = _in_threads(side, work, clients)
     decided = granted[0] + refused[0]
     out = {"per_s": decided / wall, "granted": granted[0], "refused": refused[0],
            "errors": errors[0], "cpu_ms": 1000 * cpu / max(decided, 1),
@@ -304,15 +275,8 @@ def load_http(side, count, threads):
                 total += int(headers.get(STATEMENTS) or 0)
             with lock:
                 stmts.append(total)
-    cpu0 = side.cpu()
-    began = time.monotonic()
-    ths = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join()
-    wall = time.monotonic() - began
-    return {"per_s": count / wall, "cpu_ms": 1000 * (side.cpu() - cpu0) / count,
+    wall, cpu = _in_threads(side, work, threads)
+    return {"per_s": count / wall, "cpu_ms": 1000 * cpu / count,
             "stmts": statistics.median(stmts) if stmts and any(stmts) else None}
 
 

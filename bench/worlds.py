@@ -39,7 +39,8 @@ def usage_project(count: int) -> str:
     return uid(f"usage-project-{count}")
 
 
-def _open(url):
+def open_db(url):
+    """The database at `url`, migrated, with the standard classes and traits."""
     from placement_lite.db import migrate
     from placement_lite.db.engine import Database
     from placement_lite.ledger import standards
@@ -49,15 +50,17 @@ def _open(url):
     return db
 
 
-class _Bulk:
-    def __init__(self, conn, t):
-        self.conn, self.t = conn, t
+class Bulk:
+    """Providers with their inventories, traits and membership of
+    AGGREGATE, inserted in batches with explicit ids (after the largest
+    there), for bench/loader.py as for the worlds here."""
+
+    def __init__(self, conn, batch: int = BATCH):
+        from placement_lite.db import tables as t
+        self.conn, self.t, self.batch = conn, t, batch
         self.rc = dict(conn.execute(select(t.resource_classes.c.name,
                                            t.resource_classes.c.id)).all())
         self.traits = dict(conn.execute(select(t.traits.c.name, t.traits.c.id)).all())
-        if "CUSTOM_FOO" not in self.traits:
-            self.traits["CUSTOM_FOO"] = conn.execute(insert(t.traits).values(
-                name="CUSTOM_FOO")).inserted_primary_key[0]
         self.next_id = (conn.execute(select(func.max(t.resource_providers.c.id)))
                         .scalar() or 0) + 1
         agg = conn.execute(select(t.placement_aggregates.c.id).where(
@@ -68,21 +71,31 @@ class _Bulk:
         self.agg = agg
         self.rps, self.invs, self.rpt, self.rpa = [], [], [], []
 
+    def custom_trait(self, name: str) -> None:
+        if name not in self.traits:
+            self.traits[name] = self.conn.execute(insert(self.t.traits).values(
+                name=name)).inserted_primary_key[0]
+
     def provider(self, name, parent=None, root=None, inventory=(), traits=(),
-                 aggregate=False):
+                 aggregate=False, uuid=None):
+        """`inventory`: class -> a total (max_unit the same) or the
+        inventory's columns (total and max_unit at least); `uuid`, uuid5
+        of the name unless given."""
         pid = self.next_id
         self.next_id += 1
-        self.rps.append(dict(id=pid, uuid=uid(name), name=name, generation=1,
+        self.rps.append(dict(id=pid, uuid=uuid or uid(name), name=name, generation=1,
                              parent_provider_id=parent, root_provider_id=root or pid))
-        for rc, total in dict(inventory).items():
-            self.invs.append(dict(resource_provider_id=pid, resource_class_id=self.rc[rc],
-                                  total=total, reserved=0, min_unit=1, max_unit=total,
-                                  step_size=1, allocation_ratio=1.0))
+        for rc, spec in dict(inventory).items():
+            row = dict(resource_provider_id=pid, resource_class_id=self.rc[rc],
+                       reserved=0, min_unit=1, step_size=1, allocation_ratio=1.0)
+            row.update(spec if isinstance(spec, dict)
+                       else dict(total=spec, max_unit=spec))
+            self.invs.append(row)
         self.rpt += [dict(resource_provider_id=pid, trait_id=self.traits[x])
                      for x in traits]
         if aggregate:
             self.rpa.append(dict(resource_provider_id=pid, aggregate_id=self.agg))
-        if len(self.rps) >= BATCH:
+        if len(self.rps) >= self.batch:
             self.flush()
         return pid
 
@@ -101,9 +114,10 @@ FLAT = {"VCPU": 32, "MEMORY_MB": 8192, "DISK_GB": 8192}
 
 def load(url: str, shape: str, count: int) -> None:
     from placement_lite.db import tables as t
-    db = _open(url)
+    db = open_db(url)
     with db.write() as conn:
-        bulk = _Bulk(conn, t)
+        bulk = Bulk(conn)
+        bulk.custom_trait("CUSTOM_FOO")
         if shape == "flat":
             for i in range(count):
                 bulk.provider(f"cn-{i}", inventory=FLAT,
