@@ -9,6 +9,11 @@ Writers go through `Database.write()` (or `run_write()` for retries):
   row lock (the generation bump) sees every transaction that committed
   before the lock was granted. Under MySQL's default REPEATABLE READ the
   read would come from an older snapshot and capacity could be oversold.
+
+A pooled connection costs no round trip of its own on the way in or out
+when it is busy: it is pinged at checkout only after sitting idle (see
+`watch_connections`), and a transaction the helpers below committed is
+not rolled back a second time when its connection goes back to the pool.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from typing import Callable, Iterator, TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
 from placement_lite.errors import OutcomeUnknown, RetryableError
 
@@ -82,7 +87,56 @@ def counting_enabled() -> bool:
     return os.environ.get(COUNT_STATEMENTS_ENV, "").lower() in ("1", "true", "yes")
 
 
-def make_engine(url: str, pool_size: int = 10) -> Engine:
+# A pooled connection given back less than this many seconds ago is taken
+# to be alive; one idle for longer is pinged before use (a restarted
+# server or a proxy's idle timeout leaves dead connections in the pool).
+# Under load connections come back within milliseconds, so a busy server
+# pings almost never, where a ping per checkout cost a round trip per
+# transaction.
+IDLE_PING_SECONDS = 1.0
+# Keys in a pooled connection's info dict.
+_RETURNED_AT = "placement_lite.returned_at"
+_ENDED_CLEANLY = "placement_lite.ended_cleanly"
+
+
+def watch_connections(engine: Engine, idle_ping_seconds: float) -> None:
+    """Ping-if-idle at checkout, and skip the pool's rollback on return
+    when the transaction was committed or rolled back by Database.
+
+    The pool's own reset (a ROLLBACK on every return, even right after a
+    COMMIT) is turned off for these engines (make_engine); this reset
+    handler rolls back every connection that is not known to be clean:
+    one given back mid-transaction, a failed commit, a raw connection.
+    """
+    dialect = engine.dialect
+
+    @event.listens_for(engine, "checkin")
+    def _returned(dbapi_conn, record):
+        record.info[_RETURNED_AT] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _check_alive(dbapi_conn, record, proxy):
+        returned = record.info.get(_RETURNED_AT)
+        if returned is None or time.monotonic() - returned <= idle_ping_seconds:
+            return  # new, or busy a moment ago
+        try:
+            dialect.do_ping(dbapi_conn)
+        except dialect.loaded_dbapi.Error as exc:
+            if dialect.is_disconnect(exc, dbapi_conn, None):
+                # The pool drops this connection and checks out another.
+                raise DisconnectionError(f"pooled connection is gone: {exc}") from exc
+            raise
+
+    @event.listens_for(engine, "reset")
+    def _reset(dbapi_conn, record, state):
+        clean = record.info.pop(_ENDED_CLEANLY, False)
+        if clean or state.transaction_was_reset or not state.asyncio_safe:
+            return
+        dialect.do_rollback(dbapi_conn)
+
+
+def make_engine(url: str, pool_size: int = 10,
+                idle_ping_seconds: float = IDLE_PING_SECONDS) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     kwargs: dict = {"future": True}
@@ -93,8 +147,11 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
             os.makedirs(directory, exist_ok=True)
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 60}
     else:
-        kwargs.update(pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size,
-                      pool_recycle=3600, isolation_level="READ COMMITTED")
+        # No pool_pre_ping and no reset on return: watch_connections
+        # does both only when they are needed.
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size,
+                      pool_recycle=3600, pool_reset_on_return=None,
+                      isolation_level="READ COMMITTED")
         if backend == "mysql":
             query = dict(parsed.query)
             query.setdefault("charset", "utf8mb4")
@@ -102,6 +159,8 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
     engine = create_engine(parsed, **kwargs)
     if backend == "sqlite":
         _sqlite_setup(engine)
+    else:
+        watch_connections(engine, idle_ping_seconds)
     return engine
 
 
@@ -145,9 +204,11 @@ def _sqlite_setup(engine: Engine) -> None:
 class Database:
     """The engine plus the read/write transaction helpers."""
 
-    def __init__(self, url: str, pool_size: int = 10, retries: int = 10):
+    def __init__(self, url: str, pool_size: int = 10, retries: int = 10,
+                 idle_ping_seconds: float = IDLE_PING_SECONDS):
         self.url = url
-        self.engine = make_engine(url, pool_size=pool_size)
+        self.engine = make_engine(url, pool_size=pool_size,
+                                  idle_ping_seconds=idle_ping_seconds)
         self.backend = self.engine.dialect.name
         self.retries = retries
         self.statements: StatementCounter | None = None
@@ -163,6 +224,8 @@ class Database:
         with self.engine.connect() as conn:
             with conn.begin():
                 yield conn
+            # Committed: nothing for the pool to roll back.
+            conn.info[_ENDED_CLEANLY] = True
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -176,9 +239,11 @@ class Database:
                 yield conn
             except BaseException:
                 trans.rollback()
+                conn.info[_ENDED_CLEANLY] = True
                 raise
             try:
                 trans.commit()
+                conn.info[_ENDED_CLEANLY] = True
             except DBAPIError as exc:
                 if not exc.connection_invalidated:
                     raise
