@@ -9,6 +9,7 @@ API. The target runs on every configured backend.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -197,9 +198,45 @@ def run_cli(capsys, *args):
     return status, out.out, out.err
 
 
-def client_for(url: str):
+@contextlib.contextmanager
+def database(url: str):
     db = Database(url)
-    return falcon.testing.TestClient(create_app(Settings(db=url), db)), db
+    try:
+        yield db
+    finally:
+        db.dispose()
+
+
+@contextlib.contextmanager
+def served(url: str):
+    """A test client of the app over the database at `url`, and the Database."""
+    with database(url) as db:
+        yield falcon.testing.TestClient(create_app(Settings(db=url), db)), db
+
+
+def headers(version: str = "1.39") -> dict:
+    return {"X-Auth-Token": "admin", "OpenStack-API-Version": f"placement {version}"}
+
+
+def put_inst1_vcpus_on_numa0(client, vcpus: int) -> None:
+    """Replace INST1's allocations (generation 4, as imported)."""
+    resp = client.simulate_put(
+        f"/allocations/{INST1}", headers=headers("1.38"),
+        json={"allocations": {NUMA0: {"resources": {"VCPU": vcpus}}},
+              "project_id": "proj-a", "user_id": "user-a",
+              "consumer_generation": 4, "consumer_type": "INSTANCE"})
+    assert resp.status_code == 204, resp.text
+
+
+def refusal_to_write(source_url: str) -> str:
+    """What the importer's connection to the source says to a DELETE."""
+    engine = importer.open_source(source_url)
+    try:
+        with engine.connect() as conn, pytest.raises(Exception) as caught:
+            conn.exec_driver_sql("DELETE FROM allocations")
+    finally:
+        engine.dispose()
+    return str(caught.value)
 
 
 def call(app, method, path, body=None, version="1.39") -> str:
@@ -221,8 +258,7 @@ def call(app, method, path, body=None, version="1.39") -> str:
 
 
 def get(client, path, version="1.39"):
-    resp = client.simulate_get(path, headers={
-        "X-Auth-Token": "admin", "OpenStack-API-Version": f"placement {version}"})
+    resp = client.simulate_get(path, headers=headers(version))
     assert resp.status_code == 200, (path, resp.text)
     return resp.json
 
@@ -249,8 +285,7 @@ def test_every_table_comes_back_through_the_api(source, target, capsys):
     assert counts["traits"] == (4, 2, 0)
     assert "written in one transaction" in out
 
-    client, db = client_for(target)
-    try:
+    with served(target) as (client, _db):
         rps = {rp["uuid"]: rp for rp in get(client, "/resource_providers")["resource_providers"]}
         assert {u: (rp["name"], rp["generation"], rp["parent_provider_uuid"],
                     rp["root_provider_uuid"]) for u, rp in rps.items()} == {
@@ -321,16 +356,9 @@ def test_every_table_comes_back_through_the_api(source, target, capsys):
         # (PostgreSQL's sequences were moved on), and generations go on
         # from the imported values.
         resp = client.simulate_post("/resource_providers", json={"name": "after"},
-                                    headers={"X-Auth-Token": "admin",
-                                             "OpenStack-API-Version": "placement 1.20"})
+                                    headers=headers("1.20"))
         assert resp.status_code == 200, resp.text
-        resp = client.simulate_put(
-            f"/allocations/{INST1}",
-            headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.38"},
-            json={"allocations": {NUMA0: {"resources": {"VCPU": 3}}},
-                  "project_id": "proj-a", "user_id": "user-a",
-                  "consumer_generation": 4, "consumer_type": "INSTANCE"})
-        assert resp.status_code == 204, resp.text
+        put_inst1_vcpus_on_numa0(client, 3)
         assert get(client, f"/allocations/{INST1}")["consumer_generation"] == 5
         # A body-less 201 (no Content-Type) upsets falcon's WSGI validator:
         # call the app directly.
@@ -339,8 +367,6 @@ def test_every_table_comes_back_through_the_api(source, target, capsys):
         assert status.startswith("201"), status
         names = {c["name"] for c in get(client, "/resource_classes")["resource_classes"]}
         assert "CUSTOM_NEW" in names
-    finally:
-        db.dispose()
 
 
 def _sha(url: str) -> str:
@@ -355,24 +381,15 @@ def test_the_source_is_only_read(source, target, capsys):
 
 
 def test_the_source_is_opened_read_only(source):
-    engine = importer.open_source(source)
-    try:
-        with engine.connect() as conn, pytest.raises(Exception) as caught:
-            conn.exec_driver_sql("DELETE FROM allocations")
-        assert "readonly" in str(caught.value).replace("-", "").replace(" ", "")
-    finally:
-        engine.dispose()
+    refusal = refusal_to_write(source)
+    assert "readonly" in refusal.replace("-", "").replace(" ", "")
 
 
 def _ledger_rows(url: str) -> dict:
-    db = Database(url)
-    try:
-        with db.read() as conn:
-            return {name: conn.scalar(select(func.count()).select_from(getattr(t, name)))
-                    for name in ("resource_providers", "inventories", "consumers",
-                                 "allocations", "placement_aggregates", "projects")}
-    finally:
-        db.dispose()
+    with database(url) as db, db.read() as conn:
+        return {name: conn.scalar(select(func.count()).select_from(getattr(t, name)))
+                for name in ("resource_providers", "inventories", "consumers",
+                             "allocations", "placement_aggregates", "projects")}
 
 
 def test_dry_run_reads_and_checks_but_writes_nothing(source, target, capsys):
@@ -382,11 +399,8 @@ def test_dry_run_reads_and_checks_but_writes_nothing(source, target, capsys):
     assert "dry run: nothing was written" in out
     assert summary_counts(out)["allocations"] == (8, 8, 0)
     assert summary_counts(out)["resource_classes"] == (6, 2, 0)
-    db = Database(target)
-    try:  # not even the schema was created
+    with database(target) as db:  # not even the schema was created
         assert migrate.current_version(db.engine) is None
-    finally:
-        db.dispose()
     # On a migrated, empty target too.
     assert cli.main(["db", "upgrade", "--db", target]) == 0
     capsys.readouterr()
@@ -412,10 +426,8 @@ def test_a_target_with_a_ledger_is_refused_and_force_replaces_it(source, target,
 
     # What force deletes: the target's own providers, consumers, custom
     # names; what it keeps: projects (the quota registry's), and quota data.
-    client, db = client_for(target)
-    try:
-        hdr = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
-        resp = client.simulate_post("/resource_providers", headers=hdr,
+    with served(target) as (client, db):
+        resp = client.simulate_post("/resource_providers", headers=headers(),
                                     json={"name": "made-here"})
         assert resp.status_code == 200, resp.text
         made_here = resp.json["uuid"]
@@ -423,14 +435,11 @@ def test_a_target_with_a_ledger_is_refused_and_force_replaces_it(source, target,
         with db.write() as conn:
             conn.execute(t.projects.insert().values(external_id="quota-only",
                                                     name="registered"))
-    finally:
-        db.dispose()
 
     status, out, err = run_cli(capsys, "--from", source, "--db", target, "--force")
     assert status == 0, err
     assert "deleted what the target held first (--force): 6 resource_providers" in out
-    client, db = client_for(target)
-    try:
+    with served(target) as (client, db):
         uuids = {rp["uuid"] for rp in get(client, "/resource_providers")["resource_providers"]}
         assert uuids == {CN1, NUMA0, NUMA1, SS, LONE}
         assert made_here not in uuids
@@ -440,8 +449,6 @@ def test_a_target_with_a_ledger_is_refused_and_force_replaces_it(source, target,
         with db.read() as conn:
             assert conn.scalar(select(t.projects.c.name).where(
                 t.projects.c.external_id == "quota-only")) == "registered"
-    finally:
-        db.dispose()
 
 
 def test_rows_that_cannot_be_mapped_are_reported_and_left_out(tmp_path, target, capsys):
@@ -474,13 +481,10 @@ def test_rows_that_cannot_be_mapped_are_reported_and_left_out(tmp_path, target, 
     assert counts["allocations"] == (10, 8, 2)
     assert counts["inventories"] == (7, 6, 1)
 
-    client, db = client_for(target)
-    try:
+    with served(target) as (client, _db):
         assert get(client, f"/resource_providers/{SS}/usages")["usages"] == {"DISK_GB": 100}
         assert get(client, "/resource_providers/c0000000-0000-4000-8000-000000000006"
                    )["name"] == "c0000000-0000-4000-8000-000000000006"
-    finally:
-        db.dispose()
 
 
 def test_a_consumer_left_without_allocations_is_reported(tmp_path, target, capsys):
@@ -522,17 +526,8 @@ def test_compare_finds_no_difference_after_an_import_and_names_each_change(
     assert "no differences" in out
 
     # A write to placement-lite after the import: compare names it.
-    client, db = client_for(target)
-    try:
-        resp = client.simulate_put(
-            f"/allocations/{INST1}",
-            headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.38"},
-            json={"allocations": {NUMA0: {"resources": {"VCPU": 1}}},
-                  "project_id": "proj-a", "user_id": "user-a",
-                  "consumer_generation": 4, "consumer_type": "INSTANCE"})
-        assert resp.status_code == 204, resp.text
-    finally:
-        db.dispose()
+    with served(target) as (client, _db):
+        put_inst1_vcpus_on_numa0(client, 1)
     status = cli.main(["db", "compare", "--from", source, "--db", target])
     out = capsys.readouterr().out
     assert status == 1
@@ -587,13 +582,7 @@ def test_a_placement_database_on_a_server_is_read_without_writing(backend, capsy
         pytest.skip("the SQLite source is what every other test reads")
     with fresh_url(backend) as source, fresh_url("sqlite") as target:
         _build_on_server(source)
-        engine = importer.open_source(source)
-        try:
-            with engine.connect() as conn, pytest.raises(Exception) as caught:
-                conn.exec_driver_sql("DELETE FROM allocations")
-            assert "read" in str(caught.value).lower()
-        finally:
-            engine.dispose()
+        assert "read" in refusal_to_write(source).lower()
         status, out, err = run_cli(capsys, "--from", source, "--db", target)
         assert status == 0, err
         counts = summary_counts(out)
@@ -618,23 +607,15 @@ def test_projects_already_registered_for_quota_are_matched_by_name(source, targe
     """A target with projects (the quota registry) but no ledger is not
     refused, and consumers join the registered project rows."""
     assert cli.main(["db", "upgrade", "--db", target]) == 0
-    db = Database(target)
-    try:
-        with db.write() as conn:
-            registered = conn.execute(t.projects.insert().values(
-                external_id="proj-a", name="Project A")).inserted_primary_key[0]
-    finally:
-        db.dispose()
+    with database(target) as db, db.write() as conn:
+        registered = conn.execute(t.projects.insert().values(
+            external_id="proj-a", name="Project A")).inserted_primary_key[0]
     capsys.readouterr()
     status, _out, err = run_cli(capsys, "--from", source, "--db", target)
     assert status == 0, err
-    db = Database(target)
-    try:
-        with db.read() as conn:
-            rows = conn.execute(select(t.projects.c.id, t.projects.c.name).where(
-                t.projects.c.external_id == "proj-a")).all()
-            assert rows == [(registered, "Project A")]
-            assert conn.scalar(select(func.count()).select_from(t.consumers).where(
-                t.consumers.c.project_id == registered)) == 2
-    finally:
-        db.dispose()
+    with database(target) as db, db.read() as conn:
+        rows = conn.execute(select(t.projects.c.id, t.projects.c.name).where(
+            t.projects.c.external_id == "proj-a")).all()
+        assert rows == [(registered, "Project A")]
+        assert conn.scalar(select(func.count()).select_from(t.consumers).where(
+            t.consumers.c.project_id == registered)) == 2

@@ -294,22 +294,35 @@ def plan(rows: dict, now: Optional[dt.datetime] = None) -> Plan:
             **_ts(row, now)})
     imported_rps = set(depth)
 
-    def provider_problem(rp_id):
+    def kept(table: str, label: str, *problems):
+        """The rows of the source's `table` that have none of `problems`
+        (each a row -> reason or None); every other row is skipped with
+        the first reason, named by `label` formatted with its columns."""
+        for row in rows[table]:
+            why = next(filter(None, (problem(row) for problem in problems)), None)
+            if why:
+                skip(Note(table, label.format_map(row), why))
+            else:
+                yield row
+
+    def no_provider(row):
+        rp_id = row["resource_provider_id"]
         if rp_id in imported_rps:
             return None
         if rp_id in by_id:
             return f"its resource provider id={rp_id} was not imported"
         return f"resource provider id={rp_id} does not exist"
 
+    def no_class(row):
+        if row["resource_class_id"] not in class_name:
+            return f"resource class id={row['resource_class_id']} does not exist"
+
+    def no_trait(row):
+        if row["trait_id"] not in trait_name:
+            return f"trait id={row['trait_id']} does not exist"
+
     inventory_keys = set()
-    for row in rows["inventories"]:
-        label = f"id={row['id']}"
-        why = provider_problem(row["resource_provider_id"])
-        if why is None and row["resource_class_id"] not in class_name:
-            why = f"resource class id={row['resource_class_id']} does not exist"
-        if why:
-            skip(Note("inventories", label, why))
-            continue
+    for row in kept("inventories", "id={id}", no_provider, no_class):
         inventory_keys.add((row["resource_provider_id"], row["resource_class_id"]))
         out.inventories.append({
             "id": row["id"], "resource_provider_id": row["resource_provider_id"],
@@ -318,34 +331,27 @@ def plan(rows: dict, now: Optional[dt.datetime] = None) -> Plan:
                                    "step_size", "allocation_ratio")},
             **_ts(row, now)})
 
-    for row in rows["resource_provider_traits"]:
-        label = f"provider id={row['resource_provider_id']} trait id={row['trait_id']}"
-        why = provider_problem(row["resource_provider_id"])
-        if why is None and row["trait_id"] not in trait_name:
-            why = f"trait id={row['trait_id']} does not exist"
-        if why:
-            skip(Note("resource_provider_traits", label, why))
-            continue
+    for row in kept("resource_provider_traits",
+                    "provider id={resource_provider_id} trait id={trait_id}",
+                    no_provider, no_trait):
         out.provider_traits.append({
             "resource_provider_id": row["resource_provider_id"],
             "trait_name": trait_name[row["trait_id"]], **_ts(row, now)})
 
     aggregate_ids = set()
-    for row in rows["placement_aggregates"]:
-        if not row["uuid"]:
-            skip(Note("placement_aggregates", f"id={row['id']}", "its uuid is NULL"))
-            continue
+    for row in kept("placement_aggregates", "id={id}",
+                    lambda row: None if row["uuid"] else "its uuid is NULL"):
         aggregate_ids.add(row["id"])
         out.aggregates.append({"id": row["id"], "uuid": row["uuid"], **_ts(row, now)})
-    for row in rows["resource_provider_aggregates"]:
-        label = (f"provider id={row['resource_provider_id']} "
-                 f"aggregate id={row['aggregate_id']}")
-        why = provider_problem(row["resource_provider_id"])
-        if why is None and row["aggregate_id"] not in aggregate_ids:
-            why = f"aggregate id={row['aggregate_id']} was not imported or does not exist"
-        if why:
-            skip(Note("resource_provider_aggregates", label, why))
-            continue
+
+    def no_aggregate(row):
+        if row["aggregate_id"] not in aggregate_ids:
+            return (f"aggregate id={row['aggregate_id']} was not imported "
+                    "or does not exist")
+
+    for row in kept("resource_provider_aggregates",
+                    "provider id={resource_provider_id} aggregate id={aggregate_id}",
+                    no_provider, no_aggregate):
         out.provider_aggregates.append({
             "resource_provider_id": row["resource_provider_id"],
             "aggregate_id": row["aggregate_id"], **_ts(row, now)})
@@ -360,23 +366,21 @@ def plan(rows: dict, now: Optional[dt.datetime] = None) -> Plan:
     allocs_by_consumer: dict = {}
     for row in rows["allocations"]:
         allocs_by_consumer.setdefault(row["consumer_id"], []).append(row)
-    consumer_ids = {}
-    for row in rows["consumers"]:
-        label = f"id={row['id']} uuid={row['uuid']}"
-        why = None
+
+    def consumer_problem(row):
         if row["project_id"] not in project_name:
-            why = f"project id={row['project_id']} does not exist"
-        elif row["user_id"] not in user_name:
-            why = f"user id={row['user_id']} does not exist"
-        elif row.get("consumer_type_id") is not None \
+            return f"project id={row['project_id']} does not exist"
+        if row["user_id"] not in user_name:
+            return f"user id={row['user_id']} does not exist"
+        if row.get("consumer_type_id") is not None \
                 and row["consumer_type_id"] not in type_name:
-            why = f"consumer type id={row['consumer_type_id']} does not exist"
-        elif row["uuid"] not in allocs_by_consumer:
-            why = ("it has no allocations (placement-lite keeps a consumer only "
-                   "while it has some; its next write starts it afresh)")
-        if why:
-            skip(Note("consumers", label, why))
-            continue
+            return f"consumer type id={row['consumer_type_id']} does not exist"
+        if row["uuid"] not in allocs_by_consumer:
+            return ("it has no allocations (placement-lite keeps a consumer only "
+                    "while it has some; its next write starts it afresh)")
+
+    consumer_ids = {}
+    for row in kept("consumers", "id={id} uuid={uuid}", consumer_problem):
         consumer_ids[row["uuid"]] = row["id"]
         type_id = row.get("consumer_type_id")
         out.consumers.append({
@@ -387,29 +391,28 @@ def plan(rows: dict, now: Optional[dt.datetime] = None) -> Plan:
             "generation": row["generation"], **_ts(row, now)})
 
     consumers_by_uuid = {r["uuid"] for r in rows["consumers"]}
-    for row in rows["allocations"]:
-        label = (f"id={row['id']} consumer={row['consumer_id']} "
-                 f"provider id={row['resource_provider_id']}")
-        why = provider_problem(row["resource_provider_id"])
+
+    def allocation_problem(row):
         rc = row["resource_class_id"]
-        if why is None and rc not in class_name:
-            why = f"resource class id={rc} does not exist"
-        if why is None and (row["resource_provider_id"], rc) not in inventory_keys:
-            why = (f"its provider has no {class_name[rc]} inventory "
-                   "(an allocation against a class with no inventory)")
-        if why is None and row["consumer_id"] not in consumer_ids:
-            why = ("its consumer was not imported" if row["consumer_id"] in consumers_by_uuid
-                   else "its consumer has no row in consumers (run Placement's "
-                   "`placement-manage db online_data_migrations` first)")
-        if why is None and row["used"] < 1:
-            why = f"used={row['used']} is not a positive amount"
-        if why:
-            skip(Note("allocations", label, why))
-            continue
+        if (row["resource_provider_id"], rc) not in inventory_keys:
+            return (f"its provider has no {class_name[rc]} inventory "
+                    "(an allocation against a class with no inventory)")
+        if row["consumer_id"] not in consumer_ids:
+            return ("its consumer was not imported"
+                    if row["consumer_id"] in consumers_by_uuid
+                    else "its consumer has no row in consumers (run Placement's "
+                    "`placement-manage db online_data_migrations` first)")
+        if row["used"] < 1:
+            return f"used={row['used']} is not a positive amount"
+
+    for row in kept("allocations",
+                    "id={id} consumer={consumer_id} provider id={resource_provider_id}",
+                    no_provider, no_class, allocation_problem):
         out.allocations.append({
             "id": row["id"], "resource_provider_id": row["resource_provider_id"],
             "consumer_id": consumer_ids[row["consumer_id"]],
-            "class_name": class_name[rc], "used": row["used"], **_ts(row, now)})
+            "class_name": class_name[row["resource_class_id"]],
+            "used": row["used"], **_ts(row, now)})
     _drop_emptied_consumers(out)
     return out
 
