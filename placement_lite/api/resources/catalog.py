@@ -6,7 +6,7 @@ from __future__ import annotations
 import falcon
 
 from placement_lite.api import render, request
-from placement_lite.api.resources.limits import Resource, base_url, collection_links
+from placement_lite.api.resources.limits import Collection, Member, base_url
 from placement_lite.api.schemas import limits as schema
 from placement_lite.quota import catalog
 
@@ -34,65 +34,55 @@ def render_endpoint(req, row):
             "links": {"self": f"{base_url(req)}/endpoints/{row['id']}"}}
 
 
-class Services(Resource):
-    oslo_limit_reads = True
+class _Catalog(Collection):
+    """A catalog collection: POST creates one row from the body's `member`."""
     policies = {"GET": READ, "POST": WRITE}
+    member: str
+    create_schema: dict
 
-    def on_get(self, req, resp):
-        query = request.query(req, schema.SERVICES_QUERY)
-        with self.db.read() as conn:
-            rows = catalog.list_services(conn, **query)
-        render.send(resp, {"services": [render_service(req, r) for r in rows],
-                           "links": collection_links(req)})
+    def create_row(self, conn, **fields) -> dict:
+        raise NotImplementedError
+
+    def fields(self, body: dict) -> dict:
+        return body
 
     def on_post(self, req, resp):
-        body = request.json_body(req, schema.SERVICE_CREATE)["service"]
-        row = self.db.run_write(lambda conn: catalog.create_service(conn, **body))
-        render.send(resp, {"service": render_service(req, row)}, falcon.HTTP_201)
+        body = self.fields(request.json_body(req, self.create_schema)[self.member])
+        row = self.db.run_write(lambda conn: self.create_row(conn, **body))
+        render.send(resp, {self.member: self.shape(req, row)}, falcon.HTTP_201)
 
 
-class Service(Resource):
-    oslo_limit_reads = True
+class Services(_Catalog):
+    key, member = "services", "service"
+    query_schema = schema.SERVICES_QUERY
+    create_schema = schema.SERVICE_CREATE
+    list_rows = staticmethod(catalog.list_services)
+    create_row = staticmethod(catalog.create_service)
+    shape = staticmethod(render_service)
+
+
+class Service(Member):
     policies = {"GET": READ, "DELETE": WRITE}
-
-    def on_get(self, req, resp, service_id):
-        with self.db.read() as conn:
-            row = catalog.get_service(conn, service_id)
-        render.send(resp, {"service": render_service(req, row)})
-
-    def on_delete(self, req, resp, service_id):
-        self.db.run_write(lambda conn: catalog.delete_service(conn, service_id))
-        render.no_content(resp)
+    key = "service"
+    get_row = staticmethod(catalog.get_service)
+    delete_row = staticmethod(catalog.delete_service)
+    shape = staticmethod(render_service)
 
 
-class Regions(Resource):
-    oslo_limit_reads = True
-    policies = {"GET": READ, "POST": WRITE}
-
-    def on_get(self, req, resp):
-        with self.db.read() as conn:
-            rows = catalog.list_regions(conn)
-        render.send(resp, {"regions": [render_region(req, r) for r in rows],
-                           "links": collection_links(req)})
-
-    def on_post(self, req, resp):
-        body = request.json_body(req, schema.REGION_CREATE)["region"]
-        row = self.db.run_write(lambda conn: catalog.create_region(conn, **body))
-        render.send(resp, {"region": render_region(req, row)}, falcon.HTTP_201)
+class Regions(_Catalog):
+    key, member = "regions", "region"
+    create_schema = schema.REGION_CREATE
+    list_rows = staticmethod(catalog.list_regions)
+    create_row = staticmethod(catalog.create_region)
+    shape = staticmethod(render_region)
 
 
-class Region(Resource):
-    oslo_limit_reads = True
+class Region(Member):
     policies = {"GET": READ, "DELETE": WRITE}
-
-    def on_get(self, req, resp, region_id):
-        with self.db.read() as conn:
-            row = catalog.get_region(conn, region_id)
-        render.send(resp, {"region": render_region(req, row)})
-
-    def on_delete(self, req, resp, region_id):
-        self.db.run_write(lambda conn: catalog.delete_region(conn, region_id))
-        render.no_content(resp)
+    key = "region"
+    get_row = staticmethod(catalog.get_region)
+    delete_row = staticmethod(catalog.delete_region)
+    shape = staticmethod(render_region)
 
 
 def _endpoint_fields(body: dict) -> dict:
@@ -103,32 +93,22 @@ def _endpoint_fields(body: dict) -> dict:
     return fields
 
 
-class Endpoints(Resource):
-    oslo_limit_reads = True
-    policies = {"GET": READ, "POST": WRITE}
-
-    def on_get(self, req, resp):
-        query = request.query(req, schema.ENDPOINTS_QUERY)
-        with self.db.read() as conn:
-            rows = catalog.list_endpoints(conn, **query)
-        render.send(resp, {"endpoints": [render_endpoint(req, r) for r in rows],
-                           "links": collection_links(req)})
-
-    def on_post(self, req, resp):
-        body = _endpoint_fields(
-            request.json_body(req, schema.ENDPOINT_CREATE)["endpoint"])
-        row = self.db.run_write(lambda conn: catalog.create_endpoint(conn, **body))
-        render.send(resp, {"endpoint": render_endpoint(req, row)}, falcon.HTTP_201)
+class Endpoints(_Catalog):
+    key, member = "endpoints", "endpoint"
+    query_schema = schema.ENDPOINTS_QUERY
+    create_schema = schema.ENDPOINT_CREATE
+    list_rows = staticmethod(catalog.list_endpoints)
+    create_row = staticmethod(catalog.create_endpoint)
+    shape = staticmethod(render_endpoint)
+    fields = staticmethod(_endpoint_fields)
 
 
-class Endpoint(Resource):
-    oslo_limit_reads = True
+class Endpoint(Member):
     policies = {"GET": READ, "PATCH": WRITE, "DELETE": WRITE}
-
-    def on_get(self, req, resp, endpoint_id):
-        with self.db.read() as conn:
-            row = catalog.get_endpoint(conn, endpoint_id)
-        render.send(resp, {"endpoint": render_endpoint(req, row)})
+    key = "endpoint"
+    get_row = staticmethod(catalog.get_endpoint)
+    delete_row = staticmethod(catalog.delete_endpoint)
+    shape = staticmethod(render_endpoint)
 
     def on_patch(self, req, resp, endpoint_id):
         body = _endpoint_fields(
@@ -136,7 +116,3 @@ class Endpoint(Resource):
         row = self.db.run_write(
             lambda conn: catalog.update_endpoint(conn, endpoint_id, body))
         render.send(resp, {"endpoint": render_endpoint(req, row)})
-
-    def on_delete(self, req, resp, endpoint_id):
-        self.db.run_write(lambda conn: catalog.delete_endpoint(conn, endpoint_id))
-        render.no_content(resp)

@@ -9,6 +9,8 @@ GET, HEAD /v3/limits/model                the enforcement model
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import falcon
 
 from placement_lite.api import render, request
@@ -86,6 +88,56 @@ class Resource:
             return self.services.enforcer.in_force(conn)
 
 
+class Collection(Resource):
+    """GET of a Keystone collection: the rows `list_rows` finds for the
+    query string (validated by `query_schema`, if the route takes one),
+    each shaped by `shape`, under `key`, with the collection's links."""
+    oslo_limit_reads = True
+    key: str
+    query_schema: Optional[dict] = None
+
+    def list_rows(self, conn, **query) -> list:
+        raise NotImplementedError
+
+    def shape(self, req, row) -> dict:
+        raise NotImplementedError
+
+    def on_get(self, req, resp):
+        query = request.query(req, self.query_schema) if self.query_schema else {}
+        with self.db.read() as conn:
+            rows = self.list_rows(conn, **query)
+        render.send(resp, {self.key: [self.shape(req, r) for r in rows],
+                           "links": collection_links(req)})
+
+
+class Member(Resource):
+    """GET and DELETE of one row of a Keystone collection, by the id in
+    the path: `get_row` reads it (shaped by `shape`, under `key`),
+    `delete_row` deletes it."""
+    oslo_limit_reads = True
+    key: str
+
+    def get_row(self, conn, row_id):
+        raise NotImplementedError
+
+    def delete_row(self, conn, row_id) -> None:
+        raise NotImplementedError
+
+    def shape(self, req, row) -> dict:
+        raise NotImplementedError
+
+    def on_get(self, req, resp, **path):
+        (row_id,) = path.values()
+        with self.db.read() as conn:
+            row = self.get_row(conn, row_id)
+        render.send(resp, {self.key: self.shape(req, row)})
+
+    def on_delete(self, req, resp, **path):
+        (row_id,) = path.values()
+        self.db.run_write(lambda conn: self.delete_row(conn, row_id))
+        render.no_content(resp)
+
+
 class IdentityVersion(Resource):
     """Enough of Keystone's version document for clients to discover v3."""
     policies: dict = {}
@@ -104,18 +156,13 @@ class IdentityVersion(Resource):
     on_head = on_get
 
 
-class RegisteredLimits(Resource):
-    oslo_limit_reads = True
+class RegisteredLimits(Collection):
     policies = {"GET": RULES["registered_limits"]["list"],
                 "POST": RULES["registered_limits"]["create"]}
-
-    def on_get(self, req, resp):
-        query = request.query(req, schema.REGISTERED_LIMITS_QUERY)
-        with self.db.read() as conn:
-            rows = lim.list_registered(conn, **query)
-        render.send(resp, {"registered_limits": [render_registered(req, r)
-                                                 for r in rows],
-                           "links": collection_links(req)})
+    key = "registered_limits"
+    query_schema = schema.REGISTERED_LIMITS_QUERY
+    list_rows = staticmethod(lim.list_registered)
+    shape = staticmethod(render_registered)
 
     def on_post(self, req, resp):
         body = request.json_body(req, schema.REGISTERED_LIMITS_CREATE)
@@ -126,16 +173,14 @@ class RegisteredLimits(Resource):
                     falcon.HTTP_201)
 
 
-class RegisteredLimit(Resource):
-    oslo_limit_reads = True
+class RegisteredLimit(Member):
     policies = {"GET": RULES["registered_limits"]["show"],
                 "PATCH": RULES["registered_limits"]["update"],
                 "DELETE": RULES["registered_limits"]["delete"]}
-
-    def on_get(self, req, resp, registered_limit_id):
-        with self.db.read() as conn:
-            row = lim.get_registered(conn, registered_limit_id)
-        render.send(resp, {"registered_limit": render_registered(req, row)})
+    key = "registered_limit"
+    get_row = staticmethod(lim.get_registered)
+    delete_row = staticmethod(lim.delete_registered)
+    shape = staticmethod(render_registered)
 
     def on_patch(self, req, resp, registered_limit_id):
         body = request.json_body(req, schema.REGISTERED_LIMIT_UPDATE)
@@ -143,23 +188,14 @@ class RegisteredLimit(Resource):
             conn, registered_limit_id, body["registered_limit"]))
         render.send(resp, {"registered_limit": render_registered(req, row)})
 
-    def on_delete(self, req, resp, registered_limit_id):
-        self.db.run_write(
-            lambda conn: lim.delete_registered(conn, registered_limit_id))
-        render.no_content(resp)
 
-
-class Limits(Resource):
-    oslo_limit_reads = True
+class Limits(Collection):
     policies = {"GET": RULES["limits"]["list"],
                 "POST": RULES["limits"]["create"]}
-
-    def on_get(self, req, resp):
-        query = request.query(req, schema.LIMITS_QUERY)
-        with self.db.read() as conn:
-            rows = lim.list_limits(conn, **query)
-        render.send(resp, {"limits": [render_limit(req, r) for r in rows],
-                           "links": collection_links(req)})
+    key = "limits"
+    query_schema = schema.LIMITS_QUERY
+    list_rows = staticmethod(lim.list_limits)
+    shape = staticmethod(render_limit)
 
     def on_post(self, req, resp):
         body = request.json_body(req, schema.LIMITS_CREATE)
@@ -170,16 +206,14 @@ class Limits(Resource):
                     falcon.HTTP_201)
 
 
-class Limit(Resource):
-    oslo_limit_reads = True
+class Limit(Member):
     policies = {"GET": RULES["limits"]["show"],
                 "PATCH": RULES["limits"]["update"],
                 "DELETE": RULES["limits"]["delete"]}
-
-    def on_get(self, req, resp, limit_id):
-        with self.db.read() as conn:
-            row = lim.get_limit(conn, limit_id)
-        render.send(resp, {"limit": render_limit(req, row)})
+    key = "limit"
+    get_row = staticmethod(lim.get_limit)
+    delete_row = staticmethod(lim.delete_limit)
+    shape = staticmethod(render_limit)
 
     def on_patch(self, req, resp, limit_id):
         body = request.json_body(req, schema.LIMIT_UPDATE)
@@ -187,10 +221,6 @@ class Limit(Resource):
         row = self.db.run_write(
             lambda conn: lim.update_limit(conn, limit_id, body["limit"], model))
         render.send(resp, {"limit": render_limit(req, row)})
-
-    def on_delete(self, req, resp, limit_id):
-        self.db.run_write(lambda conn: lim.delete_limit(conn, limit_id))
-        render.no_content(resp)
 
 
 class LimitModel(Resource):
