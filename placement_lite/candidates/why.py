@@ -27,25 +27,24 @@ class Why:
         return dict(self.conn.execute(select(RP.c.id, RP.c.uuid).where(
             RP.c.id.in_(sorted(ids)))).all())
 
-    def _traits(self, ids) -> dict:
-        rpt, tr = t.resource_provider_traits, t.traits
+    def _linked(self, ids, link, link_col, named, name_col) -> dict:
+        """Provider id -> the set of `name_col` of the `named` rows its
+        `link` rows (joined on `link_col`) tie it to."""
         out: dict = {rp: set() for rp in ids}
         for rp, name in self.conn.execute(
-                select(rpt.c.resource_provider_id, tr.c.name)
-                .join(tr, tr.c.id == rpt.c.trait_id)
-                .where(rpt.c.resource_provider_id.in_(sorted(ids)))):
+                select(link.c.resource_provider_id, name_col)
+                .join(named, named.c.id == link_col)
+                .where(link.c.resource_provider_id.in_(sorted(ids)))):
             out[rp].add(name)
         return out
 
+    def _traits(self, ids) -> dict:
+        rpt, tr = t.resource_provider_traits, t.traits
+        return self._linked(ids, rpt, rpt.c.trait_id, tr, tr.c.name)
+
     def _aggregates(self, ids) -> dict:
         rpa, agg = t.resource_provider_aggregates, t.placement_aggregates
-        out: dict = {rp: set() for rp in ids}
-        for rp, uuid in self.conn.execute(
-                select(rpa.c.resource_provider_id, agg.c.uuid)
-                .join(agg, agg.c.id == rpa.c.aggregate_id)
-                .where(rpa.c.resource_provider_id.in_(sorted(ids)))):
-            out[rp].add(uuid)
-        return out
+        return self._linked(ids, rpa, rpa.c.aggregate_id, agg, agg.c.uuid)
 
     def _inventory(self, rp, rc):
         inv = t.inventories
