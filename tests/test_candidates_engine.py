@@ -462,13 +462,11 @@ def _clear(db):
         conn.execute(delete(t.resource_providers))
 
 
-@settings(max_examples=80, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                 HealthCheck.too_slow])
-@given(world=worlds(), request=requests())
-def test_engine_matches_brute_force(shared_db, world, request):
-    _clear(shared_db)
-    built = World(shared_db)
+def build(db, world, request):
+    """A generated world in `db` (with a holder of each aggregate nobody
+    in it is in) and a generated request over it: (World, CandidateRequest)."""
+    _clear(db)
+    built = World(db)
     for name, parent, inventory, traits, aggs, used in world:
         built.provider(name, parent=parent, inventory=inventory, traits=traits,
                        aggs=aggs, used=used)
@@ -478,7 +476,15 @@ def test_engine_matches_brute_force(shared_db, world, request):
     params, version = request
     params = {k: [v.replace("AGG:a1", built.agg("a1")).replace(
         "AGG:a2", built.agg("a2")) for v in vals] for k, vals in params.items()}
-    req = parse_candidate_request(params, query_dialect(version))
+    return built, parse_candidate_request(params, query_dialect(version))
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(world=worlds(), request=requests())
+def test_engine_matches_brute_force(shared_db, world, request):
+    built, req = build(shared_db, world, request)
     with shared_db.read() as conn:
         result = engine.find(conn, req, 0)
     names = {built.ids[n]: n for n in built.ids}

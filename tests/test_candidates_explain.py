@@ -12,7 +12,7 @@ from placement_lite.candidates.query import parse_candidate_request
 from tests.backends import fresh_database
 from tests.candidates_world import World
 from tests.test_candidates_engine import (
-    AGGS, SHARES, _clear, requests, shared_db, worlds)  # noqa: F401
+    SHARES, build, requests, shared_db, worlds)  # noqa: F401
 
 LATEST = query_dialect((1, 39))
 
@@ -26,18 +26,7 @@ def _req(**params):
                                  HealthCheck.too_slow])
 @given(world=worlds(), request=requests())
 def test_explain_agrees_with_the_answer(shared_db, world, request):  # noqa: F811
-    _clear(shared_db)
-    built = World(shared_db)
-    for name, parent, inventory, traits, aggs, used in world:
-        built.provider(name, parent=parent, inventory=inventory, traits=traits,
-                       aggs=aggs, used=used)
-    for agg in AGGS:
-        if agg not in built.aggs:
-            built.provider(f"holder-{agg}", aggs=[agg])
-    params, version = request
-    params = {k: [v.replace("AGG:a1", built.agg("a1")).replace(
-        "AGG:a2", built.agg("a2")) for v in vals] for k, vals in params.items()}
-    req = parse_candidate_request(params, query_dialect(version))
+    built, req = build(shared_db, world, request)
     named = list(built.uuids.values())
     with shared_db.read() as conn:
         real = engine.find(conn, req, 0)
