@@ -133,14 +133,19 @@ class Builder:
             rp.set_aggregates(aggs)
         return rp
 
-    def ensure_rc(self, name: str):
+    def _ensure(self, collection: str, name: str, put_version: str,
+                get_version: str, found: int):
+        """A custom name is created (201, or 204 when it already exists);
+        a standard one must be there (`found`)."""
         if name.startswith("CUSTOM_"):
-            # 201 when created, 204 when it already exists.
-            self.api.call("PUT", f"/resource_classes/{name}", version="1.7",
+            self.api.call("PUT", f"/{collection}/{name}", version=put_version,
                           expect=(201, 204))
         else:
-            self.api.call("GET", f"/resource_classes/{name}", version="1.2",
-                          expect=(200,))
+            self.api.call("GET", f"/{collection}/{name}", version=get_version,
+                          expect=(found,))
+
+    def ensure_rc(self, name: str):
+        self._ensure("resource_classes", name, "1.7", "1.2", 200)
 
     def add_inventory(self, rp: Provider, rc: str, total: int, **kwargs):
         """One class added on its own (one generation bump), max_unit
@@ -152,12 +157,7 @@ class Builder:
                       body, version="1.0", expect=(201,))
 
     def ensure_trait(self, name: str):
-        if name.startswith("CUSTOM_"):
-            self.api.call("PUT", f"/traits/{name}", version="1.6",
-                          expect=(201, 204))
-        else:
-            self.api.call("GET", f"/traits/{name}", version="1.6",
-                          expect=(204,))
+        self._ensure("traits", name, "1.6", "1.6", 204)
 
     def set_traits(self, rp: Provider, *traits):
         for name in traits:
