@@ -21,7 +21,7 @@ from placement_lite import errors
 from placement_lite.api.auth import READS
 from placement_lite.api.paths import canonical_uuid
 from placement_lite.ledger import consumers, fleet, providers
-from placement_lite.quota import enforce, overview, projects
+from placement_lite.quota import enforce, overview
 from placement_lite.ui import charts, session
 
 HTML = "text/html; charset=utf-8"
@@ -167,19 +167,34 @@ class Fleet(Page):
                bucket_labels=BUCKET_LABELS)
 
 
-class ProviderList(Page):
-    rules = FLEET_RULES
-    nav = "Providers"
+class SearchedList(Page):
+    """A page of the rows a search (?q=) finds, with a pager."""
+    template: str
+    per_page = PER_PAGE
+
+    @abstractmethod
+    def found(self, conn, search: Optional[str], offset: int) -> tuple[int, dict]:
+        """(how many rows match, the template's values for this page)."""
 
     def show(self, req, resp, identity):
         search = (req.get_param("q") or "").strip()[:200]
         page = _page(req)
         with self.db.read() as conn:
-            total = fleet.count_providers(conn, search or None)
-            rows = fleet.provider_page(conn, search or None,
-                                       (page - 1) * PER_PAGE, PER_PAGE)
-        render(resp, "providers.html", identity=identity, active=self.nav,
-               rows=rows, search=search, pager=_pager(req, page, PER_PAGE, total))
+            total, values = self.found(conn, search or None,
+                                       (page - 1) * self.per_page)
+        render(resp, self.template, identity=identity, active=self.nav,
+               search=search, pager=_pager(req, page, self.per_page, total),
+               **values)
+
+
+class ProviderList(SearchedList):
+    rules = FLEET_RULES
+    nav = "Providers"
+    template = "providers.html"
+
+    def found(self, conn, search, offset):
+        return (fleet.count_providers(conn, search),
+                {"rows": fleet.provider_page(conn, search, offset, self.per_page)})
 
 
 class ProviderPage(Page):
@@ -209,21 +224,18 @@ class ProviderPage(Page):
                pager=_pager(req, page, PER_PAGE, total))
 
 
-class ProjectList(Page):
+class ProjectList(SearchedList):
     rules = PROJECTS_RULES
     nav = "Projects and quota"
+    template = "projects.html"
+    per_page = TREES_PER_PAGE
 
-    def show(self, req, resp, identity):
-        search = (req.get_param("q") or "").strip()[:200]
-        page = _page(req)
-        with self.db.read() as conn:
-            model = enforce.current(conn, self.settings)
-            total = overview.count_trees(conn, search or None)
-            trees = overview.tree_page(conn, self.settings, search or None,
-                                       (page - 1) * TREES_PER_PAGE, TREES_PER_PAGE)
-        render(resp, "projects.html", identity=identity, active=self.nav,
-               trees=trees, enforcement=model, search=search,
-               pager=_pager(req, page, TREES_PER_PAGE, total))
+    def found(self, conn, search, offset):
+        model = enforce.current(conn, self.settings)
+        return overview.count_trees(conn, search), {
+            "enforcement": model,
+            "trees": overview.tree_page(conn, self.settings, search, offset,
+                                        self.per_page)}
 
 
 class ProjectPage(Page):
