@@ -4,6 +4,7 @@ is answered without exhausting the stack or running one statement per
 identical group; and a search for a split that does not exist ends."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -16,6 +17,20 @@ from placement_lite.config import Settings
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement latest",
            "content-type": "application/json", "accept": "application/json"}
+
+
+@contextlib.contextmanager
+def statements_run(db):
+    """The SQL statements run on `db` meanwhile, in order."""
+    statements: list = []
+
+    def listen(*args):
+        statements.append(args[2])
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        yield statements
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
 
 
 @pytest.fixture
@@ -64,15 +79,10 @@ def test_the_unnumbered_group_counts_too(client):
 
 def test_groups_at_the_cap_are_answered(client, db):
     uuid = _provider(client, "cn", {"DISK_GB": {"total": 100000}})
-    statements = []
-    listen = lambda *args: statements.append(args[2])  # noqa: E731
-    event.listen(db.engine, "before_cursor_execute", listen)
-    try:
+    with statements_run(db) as statements:
         got = client.simulate_get(
             "/allocation_candidates", headers=HEADERS,
             query_string=_groups(MAX_REQUEST_GROUPS))
-    finally:
-        event.remove(db.engine, "before_cursor_execute", listen)
     assert got.status_code == 200, got.text
     [candidate] = got.json["allocation_requests"]
     assert candidate["allocations"] == {
@@ -204,16 +214,11 @@ def test_no_candidates_query_is_a_5xx(client):
 def test_a_group_nothing_can_serve_ends_the_reading_early(client, db):
     # The first group fits no provider: the other 99 are not queried.
     _provider(client, "cn", {"DISK_GB": {"total": 100}})
-    statements = []
-    listen = lambda *args: statements.append(args[2])  # noqa: E731
-    event.listen(db.engine, "before_cursor_execute", listen)
-    try:
+    with statements_run(db) as statements:
         got = client.simulate_get(
             "/allocation_candidates", headers=HEADERS,
             query_string="resources0=DISK_GB:1000&" + _groups(
                 100, amount=lambda i: i + 1).replace("resources0=", "resources100="))
-    finally:
-        event.remove(db.engine, "before_cursor_execute", listen)
     assert got.status_code == 200, got.text
     assert got.json["allocation_requests"] == []
     assert len(statements) < 20
