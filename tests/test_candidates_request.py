@@ -9,6 +9,13 @@ from placement_lite.errors import Invalid
 AGG1 = "11111111-1111-1111-1111-111111111111"
 AGG2 = "22222222-2222-2222-2222-222222222222"
 LATEST = (1, 39)
+# Placement's words for a refused `in:` and for an empty trait, the same
+# for required$S and for root_required.
+IN_BEFORE_1_39 = ("Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,"
+                  "CUSTOM_MAGIC' only supported since microversion 1.39.")
+EMPTY_TRAIT = ("Invalid query string parameters: Expected 'required' parameter "
+               "value of the form: HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty "
+               "trait in: A,,B")
 
 
 def parse(version=LATEST, **params):
@@ -46,9 +53,7 @@ def test_last_required_wins_before_1_39():
 def test_in_prefix_is_refused_before_1_39_naming_the_version():
     for key in ("required", "required1"):
         detail = bad((1, 38), resources1="VCPU:1", **{key: "in:A,B"})
-        assert detail.startswith(
-            "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,"
-            "CUSTOM_MAGIC' only supported since microversion 1.39.")
+        assert detail.startswith(IN_BEFORE_1_39)
     # Only the last value counts before 1.39, as in Placement.
     group = parse((1, 38), resources="VCPU:1", required=["in:A", "B"]).groups[""]
     assert group.required == [{"B"}]
@@ -64,9 +69,7 @@ def test_in_prefix_errors_start_with_placements_phrase():
 
 
 def test_empty_and_forbidden_trait_messages():
-    assert bad(resources="VCPU:1", required="A,,B").startswith(
-        "Invalid query string parameters: Expected 'required' parameter value "
-        "of the form: HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty trait in: A,,B")
+    assert bad(resources="VCPU:1", required="A,,B").startswith(EMPTY_TRAIT)
     assert bad((1, 21), resources="VCPU:1", required="A,!B").startswith(
         "Invalid query string parameters: Expected 'required' parameter value "
         "of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: A,!B")
@@ -207,11 +210,8 @@ def test_root_required():
     assert parse((1, 34), resources="VCPU:1").root_required == set()
     # Placement parses it as a pre-1.39 trait list: no 'in:', '!!A' is !A.
     assert bad(resources="VCPU:1", root_required="in:A,B").startswith(
-        "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,"
-        "CUSTOM_MAGIC' only supported since microversion 1.39.")
-    assert bad(resources="VCPU:1", root_required="A,,B").startswith(
-        "Invalid query string parameters: Expected 'required' parameter value "
-        "of the form: HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty trait in: A,,B")
+        IN_BEFORE_1_39)
+    assert bad(resources="VCPU:1", root_required="A,,B").startswith(EMPTY_TRAIT)
     assert parse(resources="VCPU:1", root_required="!!B").root_forbidden == {"B"}
 
 
