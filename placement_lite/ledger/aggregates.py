@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -16,15 +16,19 @@ from placement_lite.ledger.providers import Provider, bump_generation
 
 _agg = t.placement_aggregates
 _rpa = t.resource_provider_aggregates
+_rp = t.resource_providers
+
+_OF_PROVIDER = (select(_agg.c.uuid).join(_rpa, _rpa.c.aggregate_id == _agg.c.id)
+                .where(_rpa.c.resource_provider_id == bindparam("p_id"))
+                .order_by(_agg.c.id))
+_BY_UUID = lookup.lookup_statement(_agg.c.uuid, _agg.c.id)
+_LOCK = select(_rp.c.id).where(_rp.c.id == bindparam("p_id")).with_for_update()
 
 
 def provider_aggregates(conn: Connection, provider: Provider) -> list[str]:
     """The aggregate uuids of one provider, in the order the aggregates
     were first used (Placement's order: its query reads them by id)."""
-    return list(conn.scalars(
-        select(_agg.c.uuid).join(_rpa, _rpa.c.aggregate_id == _agg.c.id)
-        .where(_rpa.c.resource_provider_id == provider.id)
-        .order_by(_agg.c.id)))
+    return list(conn.scalars(_OF_PROVIDER, {"p_id": provider.id}))
 
 
 def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
@@ -32,8 +36,7 @@ def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
     wanted = sorted(set(uuids))
     if not wanted:
         return {}
-    found = dict(conn.execute(select(_agg.c.uuid, _agg.c.id)
-                              .where(_agg.c.uuid.in_(wanted))).all())
+    found = dict(conn.execute(_BY_UUID, {"names": wanted}).all())
     missing = [u for u in wanted if u not in found]
     for agg_uuid in missing:
         try:
@@ -50,8 +53,7 @@ def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
             # index lets us know about it, so the read below finds it.
             pass
     if missing:
-        found.update(conn.execute(select(_agg.c.uuid, _agg.c.id)
-                                  .where(_agg.c.uuid.in_(missing))).all())
+        found.update(conn.execute(_BY_UUID, {"names": missing}).all())
     return found
 
 
@@ -63,15 +65,15 @@ def set_provider_aggregates(conn: Connection, provider: Provider,
 
     With `bump` the provider's generation is incremented (checked against
     `generation` when given: ConcurrentUpdate, 409, if stale); without it
-    (microversions before 1.19) the generation is left alone.
+    (microversions before 1.19) the generation is left alone. So unlike
+    traits and inventory, the provider's aggregates are read only under
+    its lock: a generation seen unchanged does not prove they are.
     """
     if bump:
         new_generation = bump_generation(conn, provider, generation)
     else:
         # Still serialise writers of this provider's links.
-        rp = t.resource_providers
-        conn.execute(select(rp.c.id).where(rp.c.id == provider.id)
-                     .with_for_update())
+        conn.execute(_LOCK, {"p_id": provider.id})
         new_generation = provider.generation
     ids = aggregate_ids(conn, uuids)
     lookup.sync_provider_links(conn, _rpa, "aggregate_id", provider.id,

@@ -13,15 +13,16 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import capacity, resource_classes
+from placement_lite.ledger import capacity, providers, resource_classes
 from placement_lite.ledger.providers import Provider, bump_generation, utcnow
 
 _inv = t.inventories
+_rc = t.resource_classes
 DEFAULTS = {"reserved": 0, "min_unit": 1, "max_unit": capacity.MAX_AMOUNT,
             "step_size": 1, "allocation_ratio": 1.0}
 FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
@@ -105,15 +106,43 @@ def _row(row, name: str) -> Inventory:
                      created_at=row.created_at, updated_at=row.updated_at)
 
 
+_OF_PROVIDER = (select(_inv, _rc.c.name.label("rc_name"))
+                .join(_rc, _rc.c.id == _inv.c.resource_class_id)
+                .where(_inv.c.resource_provider_id == bindparam("p_id"))
+                .order_by(_rc.c.name))
+
+
 def get_inventories(conn: Connection, provider: Provider) -> dict[str, Inventory]:
     """resource class name -> Inventory for one provider."""
-    rc = t.resource_classes
-    rows = conn.execute(
-        select(_inv, rc.c.name.label("rc_name"))
-        .join(rc, rc.c.id == _inv.c.resource_class_id)
-        .where(_inv.c.resource_provider_id == provider.id)
-        .order_by(rc.c.name))
+    rows = conn.execute(_OF_PROVIDER, {"p_id": provider.id})
     return {row.rc_name: _row(row, row.rc_name) for row in rows}
+
+
+# What a provider holds, for a write: class name -> (inventory row id,
+# class id).
+Held = dict[str, tuple[int, int]]
+
+_WITH_HELD = providers.select_with(
+    _inv.join(_rc, _rc.c.id == _inv.c.resource_class_id),
+    _inv.c.resource_provider_id == t.resource_providers.c.id,
+    _inv.c.id.label("held_id"), _inv.c.resource_class_id.label("held_rc_id"),
+    _rc.c.name.label("held_rc_name"))
+_HELD = (select(_inv.c.id, _inv.c.resource_class_id, _rc.c.name)
+         .join(_rc, _rc.c.id == _inv.c.resource_class_id)
+         .where(_inv.c.resource_provider_id == bindparam("p_id")))
+
+
+def provider_for_write(conn: Connection, uuid: str) -> tuple[Provider, Held]:
+    """The provider (404 if none) and what it holds, in one query, for
+    replace_inventories(current=...)."""
+    provider, rows = providers.get_with(conn, _WITH_HELD, uuid)
+    return provider, {row.held_rc_name: (row.held_id, row.held_rc_id)
+                      for row in rows}
+
+
+def _held(conn: Connection, provider: Provider) -> Held:
+    return {name: (row_id, rc_id) for row_id, rc_id, name
+            in conn.execute(_HELD, {"p_id": provider.id})}
 
 
 def get_inventory(conn: Connection, provider: Provider,
@@ -155,65 +184,85 @@ def _check_usage(conn: Connection, provider: Provider,
         "delete or move them before removing the inventory.")
 
 
-def _current_ids(conn: Connection, provider: Provider) -> dict[int, int]:
-    """class id -> inventory row id."""
-    return dict(conn.execute(
-        select(_inv.c.resource_class_id, _inv.c.id)
-        .where(_inv.c.resource_provider_id == provider.id)).all())
+_DELETE = delete(_inv).where(_inv.c.id.in_(bindparam("row_ids", expanding=True)))
+_UPDATE = (update(_inv).where(_inv.c.id == bindparam("row_id"))
+           .values({name: bindparam(f"v_{name}") for name in FIELDS + ("updated_at",)}))
+_INSERT = insert(_inv)
 
 
 def _write(conn: Connection, provider: Provider,
-           planned: Mapping[int, Optional[Inventory]]) -> None:
-    existing = _current_ids(conn, provider)
+           planned: Mapping[int, Optional[Inventory]],
+           existing: Mapping[int, int]) -> None:
+    """`existing`: class id -> inventory row id, as the provider holds
+    them under its lock."""
     now = utcnow()
     gone = [existing[rc] for rc, inv in planned.items()
             if inv is None and rc in existing]
     if gone:
-        conn.execute(delete(_inv).where(_inv.c.id.in_(sorted(gone))))
-    new = []
+        conn.execute(_DELETE, {"row_ids": sorted(gone)})
+    changed, new = [], []
     for rc_id in sorted(planned):
         inv = planned[rc_id]
         if inv is None:
             continue
         if rc_id in existing:
-            conn.execute(update(_inv).where(_inv.c.id == existing[rc_id])
-                         .values(updated_at=now, **inv.values()))
+            values = {f"v_{k}": v for k, v in inv.values().items()}
+            changed.append(dict(values, row_id=existing[rc_id], v_updated_at=now))
         else:
             new.append(dict(resource_provider_id=provider.id,
-                            resource_class_id=rc_id, **inv.values()))
+                            resource_class_id=rc_id, created_at=now,
+                            **inv.values()))
+    # One statement each for every changed and every new class
+    # (executemany), not one per class.
+    if changed:
+        conn.execute(_UPDATE, changed)
     if new:
-        # One statement for every new class (executemany), not one each.
-        conn.execute(insert(_inv), new)
+        conn.execute(_INSERT, new)
 
 
 def _apply(conn: Connection, provider: Provider,
            planned_by_name: Mapping[str, Optional[Inventory]],
-           generation: Optional[int], check_usage: bool) -> int:
-    ids = resource_classes.ids_for(conn, planned_by_name)
+           generation: Optional[int], check_usage: bool,
+           held: Optional[Held] = None) -> int:
+    """`held`: what the provider held when read before the generation
+    bump; trusted only with a `generation` to check, since then the bump
+    succeeds only if nothing changed the provider since."""
+    if generation is None:
+        held = None
+    known = {name: rc_id for name, (_row_id, rc_id) in (held or {}).items()}
+    ids = dict(known)
+    ids.update(resource_classes.ids_for(
+        conn, [name for name in planned_by_name if name not in known]))
     planned = {ids[name]: inv for name, inv in planned_by_name.items()}
     new_generation = bump_generation(conn, provider, generation)
+    if held is None:
+        held = _held(conn, provider)
     if check_usage:
         _check_usage(conn, provider, planned, {v: k for k, v in ids.items()})
-    _write(conn, provider, planned)
+    _write(conn, provider, planned,
+           {rc_id: row_id for row_id, rc_id in held.values()})
     return new_generation
 
 
 def replace_inventories(conn: Connection, provider: Provider,
                         inventories: Mapping[str, Inventory],
                         generation: Optional[int],
-                        check_usage: bool = True) -> int:
+                        check_usage: bool = True,
+                        held: Optional[Held] = None) -> int:
     """Make `inventories` (class name -> Inventory) the provider's whole
     inventory; classes not named are removed. Returns the new generation.
 
     ConcurrentUpdate (409) if `generation` is stale (None skips the
     check), Invalid (400) for unknown classes, InventoryInUse (409) when
     a removed class still has allocations, unless `check_usage` is False
-    (a reshape's interim step).
+    (a reshape's interim step). `held` is what provider_for_write read
+    with the provider, which saves reading it again.
     """
-    planned: dict[str, Optional[Inventory]] = {
-        name: None for name in get_inventories(conn, provider)}
+    if generation is None or held is None:
+        held = _held(conn, provider)
+    planned: dict[str, Optional[Inventory]] = {name: None for name in held}
     planned.update(inventories)
-    return _apply(conn, provider, planned, generation, check_usage)
+    return _apply(conn, provider, planned, generation, check_usage, held)
 
 
 def add_inventory(conn: Connection, provider: Provider, inv: Inventory,

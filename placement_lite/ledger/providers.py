@@ -14,7 +14,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from sqlalchemy import delete, exists, insert, select, update
+from sqlalchemy import bindparam, delete, exists, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -72,9 +72,43 @@ def _provider(row) -> Provider:
                     updated_at=row.updated_at)
 
 
+# The statements every write runs, built once: building a select costs
+# about as much CPU as running it, and a statement object kept whole keeps
+# its cache key, so SQLAlchemy finds its compiled form at once.
+_BY_UUID = _select().where(_rp.c.uuid == bindparam("p_uuid"))
+_BY_ID = _select().where(_rp.c.id == bindparam("p_id"))
+_BUMP = (update(_rp).where(_rp.c.id == bindparam("p_id"))
+         .values(generation=_rp.c.generation + 1, updated_at=bindparam("p_now")))
+_BUMP_CHECKED = _BUMP.where(_rp.c.generation == bindparam("p_seen"))
+_BUMP_RETURNING = _BUMP.returning(_rp.c.generation)
+_GENERATION = select(_rp.c.uuid, _rp.c.generation).where(_rp.c.id == bindparam("p_id"))
+
+
+def select_with(joined, onclause, *columns):
+    """A statement reading one provider (by :p_uuid) with its rows in
+    `joined` (outer-joined on `onclause`): a write that needs the provider
+    and, say, its inventory reads both in one round trip. Build it once
+    per module and run it with `get_with`."""
+    return (_select().add_columns(*columns).outerjoin(joined, onclause)
+            .where(_rp.c.uuid == bindparam("p_uuid")))
+
+
+def get_with(conn: Connection, statement, uuid: str) -> tuple[Provider, list]:
+    """(provider, its joined rows) by a `select_with` statement; 404 if
+    there is no such provider. A provider with no joined rows has one row
+    of NULLs there, which is left out (its first joined column must be one
+    that is never NULL in a joined row)."""
+    rows = conn.execute(statement, {"p_uuid": uuid}).all()
+    if not rows:
+        raise errors.ResourceProviderNotFound(
+            f"No resource provider with uuid {uuid} found.")
+    first = len(_BY_UUID.selected_columns)
+    return _provider(rows[0]), [row for row in rows if row[first] is not None]
+
+
 def find_by_uuid(conn: Connection, uuid: str) -> Optional[Provider]:
     """The provider with this uuid, or None."""
-    row = conn.execute(_select().where(_rp.c.uuid == uuid)).first()
+    row = conn.execute(_BY_UUID, {"p_uuid": uuid}).first()
     return _provider(row) if row else None
 
 
@@ -88,7 +122,7 @@ def get_by_uuid(conn: Connection, uuid: str) -> Provider:
 
 
 def get_by_id(conn: Connection, provider_id: int) -> Provider:
-    row = conn.execute(_select().where(_rp.c.id == provider_id)).first()
+    row = conn.execute(_BY_ID, {"p_id": provider_id}).first()
     if row is None:
         raise errors.ResourceProviderNotFound(
             f"No resource provider with id {provider_id} found.")
@@ -135,22 +169,21 @@ def bump_generation(conn: Connection, provider: Provider | int,
     in the same transaction see every writer that committed before us.
     """
     provider_id = provider if isinstance(provider, int) else provider.id
-    stmt = (update(_rp).where(_rp.c.id == provider_id)
-            .values(generation=_rp.c.generation + 1, updated_at=utcnow()))
-    if seen is not None:
-        stmt = stmt.where(_rp.c.generation == seen)
+    params = {"p_id": provider_id, "p_now": utcnow()}
     returning = seen is None and conn.dialect.update_returning
-    if returning:
+    if seen is not None:
+        stmt = _BUMP_CHECKED
+        params["p_seen"] = seen
+    else:
         # PostgreSQL and SQLite hand the new value back with the UPDATE.
-        stmt = stmt.returning(_rp.c.generation)
-    result = conn.execute(stmt)
+        stmt = _BUMP_RETURNING if returning else _BUMP
+    result = conn.execute(stmt, params)
     if returning:
         row = result.first()
         if row is not None:
             return row[0]
     if returning or result.rowcount != 1:
-        current = conn.execute(select(_rp.c.uuid, _rp.c.generation)
-                               .where(_rp.c.id == provider_id)).first()
+        current = conn.execute(_GENERATION, {"p_id": provider_id}).first()
         if current is None:
             which = (f"id {provider}" if isinstance(provider, int)
                      else f"uuid {provider.uuid}")
@@ -161,15 +194,13 @@ def bump_generation(conn: Connection, provider: Provider | int,
     if seen is not None:
         # The UPDATE matched generation == seen under its row lock.
         return seen + 1
-    return conn.scalar(select(_rp.c.generation).where(_rp.c.id == provider_id))
+    return conn.execute(_GENERATION, {"p_id": provider_id}).first().generation
 
 
 def lock_for_claim(conn: Connection, provider_id: int) -> bool:
     """Bump the generation without comparing or reading it back (an
     allocation write's provider lock); False when the provider is gone."""
-    return conn.execute(
-        update(_rp).where(_rp.c.id == provider_id)
-        .values(generation=_rp.c.generation + 1, updated_at=utcnow())).rowcount == 1
+    return conn.execute(_BUMP, {"p_id": provider_id, "p_now": utcnow()}).rowcount == 1
 
 
 def check_generation(provider: Provider, seen: Optional[int]) -> None:
@@ -215,6 +246,31 @@ def _check_unique(conn: Connection, name: str, uuid: Optional[str],
             f"Conflicting resource provider {what}{name} already exists.")
 
 
+def _insert_if_free():
+    """INSERT a provider unless its uuid or name is taken, in one
+    statement: the check and the insert are one round trip (a clash, the
+    rare case, is explained by a second query)."""
+    def param(name, column):
+        return bindparam(name, type_=column.type)
+
+    uuid, name = param("n_uuid", _rp.c.uuid), param("n_name", _rp.c.name)
+    free = (select(uuid, name, param("n_generation", _rp.c.generation),
+                   param("n_root", _rp.c.root_provider_id),
+                   param("n_parent", _rp.c.parent_provider_id),
+                   param("n_now", _rp.c.created_at))
+            .where(~exists().where(_rp.c.uuid == uuid).correlate(None),
+                   ~exists().where(_rp.c.name == name).correlate(None)))
+    return insert(_rp).from_select(
+        ["uuid", "name", "generation", "root_provider_id",
+         "parent_provider_id", "created_at"], free)
+
+
+_INSERT_IF_FREE = _insert_if_free()
+_INSERT_IF_FREE_RETURNING = _INSERT_IF_FREE.returning(_rp.c.id)
+_SET_ROOT = (update(_rp).where(_rp.c.id == bindparam("p_id"))
+             .values(root_provider_id=bindparam("p_root")))
+
+
 def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
                     parent_uuid: Optional[str] = None) -> Provider:
     """Create a provider (a root unless `parent_uuid` is given).
@@ -230,28 +286,42 @@ def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
             failed + "parent provider UUID cannot be same as UUID. Please set "
             "parent provider UUID to None if there is no parent. (A provider "
             "cannot be its own parent.)")
-    _check_unique(conn, name, uuid)
     parent = None
     if parent_uuid is not None:
         parent = find_by_uuid(conn, parent_uuid)
         if parent is None:
+            _check_unique(conn, name, uuid)  # a clash is reported first
             raise errors.Invalid(
                 failed + f"parent provider UUID does not exist. No provider "
                 f"has uuid {parent_uuid}; create the parent first.")
+    now = utcnow()
+    params = {"n_uuid": uuid, "n_name": name, "n_generation": 0,
+              "n_root": parent.root_id if parent else None,
+              "n_parent": parent.id if parent else None, "n_now": now}
+    returning = conn.dialect.insert_returning
     try:
-        new_id = conn.execute(insert(_rp).values(
-            uuid=uuid, name=name, generation=0,
-            root_provider_id=parent.root_id if parent else None,
-            parent_provider_id=parent.id if parent else None,
-        )).inserted_primary_key[0]
+        result = conn.execute(
+            _INSERT_IF_FREE_RETURNING if returning else _INSERT_IF_FREE, params)
+        new_id = result.scalar() if returning else (
+            result.lastrowid if result.rowcount == 1 else None)
     except IntegrityError:
         # A concurrent creator took the name or uuid after our check.
         raise errors.DuplicateName(
             f"Conflicting resource provider {name} ({uuid}) already exists.")
+    if new_id is None:
+        _check_unique(conn, name, uuid)
+        # The clashing provider was deleted meanwhile: try again.
+        raise errors.RaceLost(
+            f"resource provider {name} ({uuid}) clashed with a provider "
+            "deleted meanwhile; retry.")
     if parent is None:
-        conn.execute(update(_rp).where(_rp.c.id == new_id)
-                     .values(root_provider_id=new_id))
-    return get_by_id(conn, new_id)
+        conn.execute(_SET_ROOT, {"p_id": new_id, "p_root": new_id})
+    return Provider(
+        id=new_id, uuid=uuid, name=name, generation=0,
+        root_id=parent.root_id if parent else new_id,
+        parent_id=parent.id if parent else None,
+        root_uuid=parent.root_uuid if parent else uuid,
+        parent_uuid=parent.uuid if parent else None, created_at=now)
 
 
 def descendant_ids(conn: Connection, provider: Provider) -> set[int]:

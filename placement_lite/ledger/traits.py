@@ -7,13 +7,13 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from sqlalchemy import delete, exists, insert, select
+from sqlalchemy import bindparam, delete, exists, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite import errors
 from placement_lite.db import tables as t
-from placement_lite.ledger import lookup
+from placement_lite.ledger import lookup, providers
 from placement_lite.ledger.providers import Provider, bump_generation
 
 _tr = t.traits
@@ -98,29 +98,70 @@ def delete_trait(conn: Connection, name: str) -> None:
     conn.execute(delete(_tr).where(_tr.c.id == trait.id))
 
 
+def _by_name(traits: Iterable[Trait]) -> list[Trait]:
+    # Sorted here, not by the database, so every backend and collation
+    # lists them in the same (code point) order.
+    return sorted(traits, key=lambda tr: tr.name)
+
+
+_OF_PROVIDER = (select(_tr).join(_rpt, _rpt.c.trait_id == _tr.c.id)
+                .where(_rpt.c.resource_provider_id == bindparam("p_id")))
+
+
 def provider_traits(conn: Connection, provider: Provider) -> list[Trait]:
-    rows = conn.execute(
-        select(_tr).join(_rpt, _rpt.c.trait_id == _tr.c.id)
-        .where(_rpt.c.resource_provider_id == provider.id)
-        .order_by(_tr.c.name))
-    return [_row(r) for r in rows]
+    return _by_name(_row(r) for r in conn.execute(_OF_PROVIDER, {"p_id": provider.id}))
+
+
+# name -> trait row; standard traits are remembered (lookup.PERMANENT).
+_ROWS = lookup.PermanentRows(
+    select(_tr.c.name, _tr.c.id, _tr.c.created_at, _tr.c.updated_at)
+    .where(_tr.c.name.in_(bindparam("names", expanding=True))),
+    lookup.PERMANENT[_tr.name])
+
+_WITH_LINKS = providers.select_with(
+    _rpt, _rpt.c.resource_provider_id == t.resource_providers.c.id,
+    _rpt.c.trait_id.label("linked_trait_id"))
+
+
+def provider_for_write(conn: Connection, uuid: str) -> tuple[Provider, set[int]]:
+    """The provider (404 if none) and the ids of its traits, in one
+    query, for replace_provider_traits(held=...)."""
+    provider, rows = providers.get_with(conn, _WITH_LINKS, uuid)
+    return provider, {row.linked_trait_id for row in rows}
+
+
+def replace_provider_traits(conn: Connection, provider: Provider,
+                            names: Iterable[str], generation: Optional[int],
+                            held: Optional[set[int]] = None
+                            ) -> tuple[int, list[Trait]]:
+    """Make `names` the provider's traits; returns the new generation and
+    the traits, by name.
+
+    Invalid (400) naming any trait that does not exist; ConcurrentUpdate
+    (409) for a stale `generation` (None skips the check). `held` (from
+    provider_for_write, read before the generation bump) saves reading the
+    provider's traits again; it is trusted only with a `generation` to
+    check, since then the bump succeeds only if nothing changed since.
+    """
+    wanted = sorted(set(names))
+    rows = _ROWS.get(conn, wanted)
+    missing = [name for name in wanted if name not in rows]
+    if missing:
+        raise errors.Invalid(f"No such trait {', '.join(missing)}.")
+    new_generation = bump_generation(conn, provider, generation)
+    lookup.sync_provider_links(
+        conn, _rpt, "trait_id", provider.id, [row.id for row in rows.values()],
+        have=held if generation is not None else None)
+    return new_generation, _by_name(
+        Trait(row.id, row.name, row.created_at, row.updated_at)
+        for row in rows.values())
 
 
 def set_provider_traits(conn: Connection, provider: Provider,
                         names: Iterable[str],
                         generation: Optional[int]) -> int:
-    """Make `names` the provider's traits; returns the new generation.
-
-    Invalid (400) naming any trait that does not exist; ConcurrentUpdate
-    (409) for a stale `generation` (None skips the check).
-    """
-    found = lookup.ids_by_name(
-        conn, _tr.c.name, _tr.c.id, names,
-        lambda missing: f"No such trait {', '.join(missing)}.")
-    new_generation = bump_generation(conn, provider, generation)
-    lookup.sync_provider_links(conn, _rpt, "trait_id", provider.id,
-                               found.values())
-    return new_generation
+    """replace_provider_traits, returning only the new generation."""
+    return replace_provider_traits(conn, provider, names, generation)[0]
 
 
 def delete_provider_traits(conn: Connection, provider: Provider,

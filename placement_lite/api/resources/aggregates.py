@@ -1,7 +1,8 @@
 """/resource_providers/{uuid}/aggregates (from 1.1)."""
 from __future__ import annotations
 
-from placement_lite.api import render, request
+from placement_lite.api import render
+from placement_lite.api.resources.resource_providers import body_after_provider
 from placement_lite.api.microversion import versioned
 from placement_lite.api.versions import AGGREGATE_GENERATIONS, AGGREGATES
 from placement_lite.api.schemas import aggregates as schema
@@ -37,21 +38,23 @@ class ProviderAggregates:
     def on_put(self, req, resp, uuid):
         version = req.context.microversion
         # An unknown provider is a 404 whatever the body, as in Placement.
-        with self.services.db.read() as conn:
-            providers.get_by_uuid(conn, uuid)
-        data = request.json_body(req, schema.UPDATE.at(version))
+        data, refused = body_after_provider(req, schema.UPDATE.at(version),
+                                            media_type_first=False)
         checked = version.has(AGGREGATE_GENERATIONS)
-        wanted = data["aggregates"] if checked else data
 
         def replace(conn):
             provider = providers.get_by_uuid(conn, uuid)
+            if refused:
+                raise refused
             seen = data["resource_provider_generation"] if checked else None
             providers.check_generation_unchanged(provider, seen)
             generation = aggregates.set_provider_aggregates(
-                conn, provider, wanted, seen, bump=checked)
+                conn, provider, data["aggregates"] if checked else data, seen,
+                bump=checked)
             return generation
 
         # The answer lists the aggregates in the order they were sent, as
         # Placement's does (the set stored is exactly that list's).
         generation = self.services.db.run_write(replace)
-        self._send(req, resp, list(wanted), generation)
+        self._send(req, resp, list(data["aggregates"] if checked else data),
+                   generation)

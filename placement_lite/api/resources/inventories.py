@@ -6,7 +6,8 @@ import falcon
 from placement_lite import errors
 from placement_lite.api import render, request
 from placement_lite.api.phrases import prefixed
-from placement_lite.api.resources.resource_providers import exists_before_body
+from placement_lite.api.resources.resource_providers import (
+    body_after_provider, exists_before_body)
 from placement_lite.api.versions import DELETE_ALL_INVENTORIES, RESERVED_EQUALS_TOTAL
 from placement_lite.api.schemas import inventories as schema
 from placement_lite.ledger import inventories, providers
@@ -67,19 +68,21 @@ class Inventories:
                              or [provider.modified])
 
     def on_put(self, req, resp, uuid):
-        exists_before_body(self.services, req, uuid)
-        data = request.json_body(req, schema.REPLACE)
+        data, refused = body_after_provider(req, schema.REPLACE)
         relaxed = _reserved_may_equal_total(req)
 
         def replace(conn):
-            provider = providers.get_by_uuid(conn, uuid)
+            provider, held = inventories.provider_for_write(conn, uuid)
+            if refused:
+                raise refused
             providers.check_generation(provider, data["resource_provider_generation"])
             wanted = {name: inventories.make(name, rec)
                       for name, rec in data["inventories"].items()}
             for inv in wanted.values():
                 inventories.validate(provider, inv, relaxed, relaxed_at=RELAXED_AT)
             generation = inventories.replace_inventories(
-                conn, provider, wanted, data["resource_provider_generation"])
+                conn, provider, wanted, data["resource_provider_generation"],
+                held=held)
             return provider, inventories.get_inventories(conn, provider), generation
 
         with prefixed(

@@ -28,6 +28,23 @@ CREATE_REPLY = VersionedTable([(BASE, (falcon.HTTP_201, False)),
                                (CREATE_RETURNS_PROVIDER, (falcon.HTTP_200, True))])
 
 
+def body_after_provider(req: falcon.Request, schema, media_type_first: bool = True):
+    """(body, None), or (None, the error refusing the body), for a write
+    that answers 404 for an unknown provider before it says what is wrong
+    with the body (Placement's order). The caller raises the error once
+    its write transaction has read the provider, which it reads anyway,
+    so the order costs no transaction of its own. With `media_type_first`
+    a body of the wrong media type is refused at once (415 before 404, as
+    on the inventory routes); without it, it waits too (the aggregates
+    route: 404 whatever the body)."""
+    try:
+        return request.json_body(req, schema), None
+    except falcon.HTTPError as exc:
+        if media_type_first and exc.status_code == 415:
+            raise
+        return None, exc
+
+
 def exists_before_body(services, req: falcon.Request, uuid: str) -> None:
     """404 for an unknown provider before its body is read, in Placement's
     order: a body of the wrong media type is refused first (415), then an

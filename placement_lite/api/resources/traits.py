@@ -119,16 +119,15 @@ class ProviderTraits:
         data = request.json_body(req, schema.SET_FOR_PROVIDER)
 
         def replace(conn):
-            provider = providers.get_by_uuid(conn, uuid)
+            provider, held = traits.provider_for_write(conn, uuid)
             providers.check_generation_unchanged(
                 provider, data["resource_provider_generation"])
-            generation = traits.set_provider_traits(
+            return traits.replace_provider_traits(
                 conn, provider, data["traits"],
-                data["resource_provider_generation"])
-            return traits.provider_traits(conn, provider), generation
+                data["resource_provider_generation"], held=held)
 
         # The client's generation is checked: a retry could not help.
-        found, generation = self.services.db.run_write(replace)
+        generation, found = self.services.db.run_write(replace)
         self._send(req, resp, found, generation)
 
     @versioned(TRAITS)
