@@ -90,39 +90,32 @@ def test_environment_configures_serve(sqlite_url):
         assert srv.request("GET", "/metrics", token=None)[0] == 200
 
 
-_SLOW_WORKER = textwrap.dedent("""
-    import sys, time
-    from placement_lite.config import Settings
-    from placement_lite.server import open_socket, run_worker
+def _slow_app_program(serve: str) -> str:
+    """A child program: a WSGI app `slow` that sleeps for the seconds its
+    path names, on a socket `sock` of a free port it prints; `serve` (code
+    using both) runs it until it is told to stop, then "drained" is printed."""
+    return textwrap.dedent("""
+        import sys, time
+        from placement_lite.config import Settings
+        from placement_lite.server import Supervisor, open_socket, run_worker
 
-    def slow(environ, start_response):
-        time.sleep(float(environ["PATH_INFO"].strip("/") or 0))
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [b"finished"]
+        def slow(environ, start_response):
+            time.sleep(float(environ["PATH_INFO"].strip("/") or 0))
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"finished"]
 
-    sock = open_socket("127.0.0.1", 0)
-    print("listening on http://127.0.0.1:%d/" % sock.getsockname()[1], flush=True)
+        sock = open_socket("127.0.0.1", 0)
+        print("listening on http://127.0.0.1:%d/" % sock.getsockname()[1], flush=True)
+    """) + textwrap.dedent(serve) + 'print("drained", flush=True)\n'
+
+
+_SLOW_WORKER = _slow_app_program("""
     run_worker(Settings(db="sqlite://", shutdown_timeout=10), sock, app=slow)
-    print("drained", flush=True)
 """)
-
-
-_SLOW_SUPERVISED = textwrap.dedent("""
-    import time
-    from placement_lite.config import Settings
-    from placement_lite.server import Supervisor, open_socket, run_worker
-
-    def slow(environ, start_response):
-        time.sleep(float(environ["PATH_INFO"].strip("/") or 0))
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [b"finished"]
-
-    sock = open_socket("127.0.0.1", 0)
+_SLOW_SUPERVISED = _slow_app_program("""
     settings = Settings(db="sqlite:///unused", workers=2, shutdown_timeout=10)
-    print("listening on http://127.0.0.1:%d/" % sock.getsockname()[1], flush=True)
     Supervisor(settings, sock,
                target=lambda s, k, i: run_worker(s, k, app=slow)).run()
-    print("drained", flush=True)
 """)
 
 
