@@ -89,6 +89,7 @@ class AllocatedProviderFixture(APIFixture):
         from sqlalchemy import insert
 
         from placement_lite.db import tables as t
+        from placement_lite.db import usage_summary
         from placement_lite.ledger import inventories, providers, resource_classes
 
         with db.write() as conn:
@@ -112,6 +113,8 @@ class AllocatedProviderFixture(APIFixture):
                  "resource_class_id": ids[name], "used": used}
                 for name, used in (("VCPU", 4), ("DISK_GB", 20),
                                    ("CUSTOM_MAGIC", 2))])
+            # Written around the ledger: its usage sums are recomputed.
+            usage_summary.rebuild(conn)
 
 
 class CORSFixture(APIFixture):

@@ -45,6 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
 
 # Placement's alembic revisions whose schema this reads (2023.1 .. 16.0).
 KNOWN_REVISIONS = {
@@ -539,6 +540,7 @@ def write(conn: Connection, out: Plan) -> dict:
         {**{k: v for k, v in row.items() if k != "class_name"},
          "resource_class_id": class_ids[row["class_name"]]}
         for row in out.allocations])
+    usage_summary.rebuild(conn)
     if conn.dialect.name == "postgresql":
         _advance_sequences(conn)
     # What was written is what was planned, but for the classes the target
@@ -728,6 +730,8 @@ def compare(source_url: str, target) -> tuple[dict, list]:
     theirs = _planned_ledger(plan(rows))
     with target.read() as conn:
         ours = _stored_ledger(conn)
+        # The sums GET /usages answers from must be those of the rows.
+        drift = usage_summary.drift(conn)
     counts, differences = {}, []
     for kind, expected in theirs.items():
         found = ours[kind]
@@ -740,7 +744,7 @@ def compare(source_url: str, target) -> tuple[dict, list]:
             elif expected[key] != found[key]:
                 differences.append(f"{kind}: {_show_key(key)}: Placement has "
                                    f"{expected[key]!r}, placement-lite has {found[key]!r}")
-    return counts, differences
+    return counts, differences + drift
 
 
 def _show_key(key) -> str:

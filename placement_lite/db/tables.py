@@ -169,6 +169,32 @@ allocations = Table(
     Index("ix_allocations_rc", "resource_class_id"),
 )
 
+# Project usage, kept summed: what GET /usages and quota counting answer
+# from, in a handful of rows whatever the number of consumers. Every
+# allocation write adds its deltas here in its own transaction
+# (ledger/usage_summary.py), so the sums are always exactly those of the
+# allocations table. Per owner (project, user, consumer type) and class:
+#   consumer_type_id   0 for consumers without a type (a key column cannot
+#                      be NULL and still collide);
+#   resource_class_id  a class, or -1 for the row counting the owner's
+#                      consumers (those holding any allocation);
+#   shard              consumer id modulo a small number: the writes of
+#                      one busy project spread over several rows, so
+#                      parallel claims do not queue on a single row lock
+#                      (or collide in Galera's certification); readers
+#                      sum the shards.
+# A row that falls to 0 stays (readers skip it). No foreign keys: the
+# sentinels are not rows, and a zero row must not keep a project alive.
+usage_summary = Table(
+    "usage_summary", metadata,
+    Column("project_id", Integer, primary_key=True, autoincrement=False),
+    Column("user_id", Integer, primary_key=True, autoincrement=False),
+    Column("consumer_type_id", Integer, primary_key=True, autoincrement=False),
+    Column("resource_class_id", Integer, primary_key=True, autoincrement=False),
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+    Column("amount", BigInteger, nullable=False),
+)
+
 
 # Quota
 

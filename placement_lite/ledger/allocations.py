@@ -17,7 +17,8 @@ Every write follows one order inside one transaction, so racing writers
    now hold mean nobody can change these providers' usage until we commit,
    and the reads (READ COMMITTED, or SQLite's single writer) see every
    claim that committed before;
-4. write, drop consumers left without allocations, run the claim checks.
+4. write, drop consumers left without allocations, add what changed to
+   the usage summary (db/usage_summary.py), run the claim checks.
 
 Claim checks (quota) run in two phases around all of this, in the same
 transaction: before step 1 they lock what they decide on and read it, and
@@ -29,11 +30,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
 from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
 from placement_lite.ledger import (
     capacity, consumers, lookup, providers, resource_classes)
 
@@ -114,32 +116,30 @@ def bump_providers(conn: Connection, ids: Iterable[int],
     return names
 
 
-def _current_providers(conn: Connection, consumer_ids: list[int]) -> set[int]:
-    if not consumer_ids:
-        return set()
-    a = t.allocations
-    return set(conn.scalars(select(a.c.resource_provider_id).distinct()
-                            .where(a.c.consumer_id.in_(consumer_ids))))
-
-
-def _held(conn: Connection, consumer_ids: list[int],
-          keys: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
-    """(provider id, class id) -> what these consumers hold there now.
+def _holdings(conn: Connection, consumer_ids: list[int]
+              ) -> list[tuple[int, int, int, int]]:
+    """(consumer id, provider id, class id, used) of every allocation these
+    consumers hold now: the providers an emptied consumer lets go of, what
+    the writers held where they claim (for the capacity check), and what
+    leaves their owners' usage sums.
 
     Stable for the whole transaction: only a writer holding a consumer's
     row lock changes its allocations, and we hold these consumers' locks.
     """
-    keys = set(keys)
-    if not consumer_ids or not keys:
-        return {}
+    if not consumer_ids:
+        return []
     a = t.allocations
-    rows = conn.execute(
-        select(a.c.resource_provider_id, a.c.resource_class_id,
-               func.sum(a.c.used))
-        .where(a.c.consumer_id.in_(sorted(consumer_ids)),
-               a.c.resource_provider_id.in_(sorted({rp for rp, _ in keys})))
-        .group_by(a.c.resource_provider_id, a.c.resource_class_id))
-    return {(rp, rc): int(n) for rp, rc, n in rows if (rp, rc) in keys}
+    return [(cid, rp, rc, int(n)) for cid, rp, rc, n in conn.execute(
+        select(a.c.consumer_id, a.c.resource_provider_id, a.c.resource_class_id,
+               a.c.used)
+        .where(a.c.consumer_id.in_(sorted(consumer_ids))))]
+
+
+def _by_class(pairs: Iterable[tuple[int, int]]) -> dict[int, int]:
+    out: dict[int, int] = defaultdict(int)
+    for rc, used in pairs:
+        out[rc] += used
+    return out
 
 
 def _classes_of(w: ConsumerWrite) -> set[str]:
@@ -173,13 +173,15 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
         seen.add(w.consumer_uuid)
     rcs, rps = _resolve(conn, writes)
 
-    written: list[tuple[ConsumerWrite, consumers.Consumer]] = []
+    # Each consumer written, with its owner before the write (None: new).
+    written: list[tuple[ConsumerWrite, consumers.Consumer, Any]] = []
     existing_ids: list[int] = []
     stored = consumers.get_many(conn, seen)
     after_write = [check.before_write(conn, _owners(writes, stored))
                    for check in claim_checks]
     for w in sorted(writes, key=lambda w: w.consumer_uuid):
         consumer = stored.get(w.consumer_uuid)
+        before = None if consumer is None else consumer.owner
         if w.expected_generation is not UNCHECKED:
             consumers.check_generation(consumer, w.consumer_uuid,
                                        w.expected_generation)
@@ -195,22 +197,36 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
                 w.user_id or consumers.INCOMPLETE_CONSUMER_ID, w.consumer_type)
         else:
             continue
-        written.append((w, consumer))
+        written.append((w, consumer, before))
 
-    emptied = [consumer.id for w, consumer in written if not w.allocations]
-    touched = _current_providers(conn, emptied) | set(rps.values())
+    old = _holdings(conn, existing_ids)
+    emptied = {consumer.id for w, consumer, _ in written if not w.allocations}
+    touched = {rp for cid, rp, _rc, _n in old if cid in emptied} | set(rps.values())
     names_by_id = bump_providers(conn, touched, {v: k for k, v in rps.items()})
     amounts: dict[tuple[int, int], list[int]] = defaultdict(list)
     rows = []
-    for w, consumer in written:
+    deltas = usage_summary.Deltas()
+    held_before: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for cid, _rp, rc, n in old:
+        held_before[cid].append((rc, n))
+    for w, consumer, before in written:
+        if before is not None:
+            deltas.holding(before, consumer.id,
+                           _by_class(held_before[consumer.id]), -1)
+        now: dict[int, int] = defaultdict(int)
         for rp_uuid, resources in w.allocations.items():
             for rc_name, used in resources.items():
                 key = (rps[rp_uuid], rcs[rc_name])
                 amounts[key].append(used)
+                now[key[1]] += used
                 rows.append({"resource_provider_id": key[0],
                              "consumer_id": consumer.id,
                              "resource_class_id": key[1], "used": used})
-    held = _held(conn, existing_ids, amounts)
+        deltas.holding(consumer.owner, consumer.id, now, 1)
+    held: dict[tuple[int, int], int] = defaultdict(int)
+    for _cid, rp, rc, n in old:
+        if (rp, rc) in amounts:
+            held[(rp, rc)] += n
     if existing_ids:
         conn.execute(delete(t.allocations).where(
             t.allocations.c.consumer_id.in_(existing_ids)))
@@ -219,6 +235,9 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
     if rows:
         conn.execute(insert(t.allocations), rows)
     consumers.delete_if_empty(conn, existing_ids)
+    # After every other lock the write takes; before the claim checks,
+    # which count usage from the summary.
+    usage_summary.apply(conn, deltas)
     for check in after_write:
         check(conn)
 
@@ -246,9 +265,18 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     # providers keep their generations, as in Placement: freeing
     # capacity needs no provider lock.
     consumers.bump(conn, consumer)
-    conn.execute(delete(t.allocations).where(
-        t.allocations.c.consumer_id == consumer.id))
+    a = t.allocations
+    gone = delete(a).where(a.c.consumer_id == consumer.id)
+    if conn.dialect.delete_returning:
+        old = conn.execute(gone.returning(a.c.resource_class_id, a.c.used)).all()
+    else:
+        old = conn.execute(select(a.c.resource_class_id, a.c.used)
+                           .where(a.c.consumer_id == consumer.id)).all()
+        conn.execute(gone)
     conn.execute(delete(t.consumers).where(t.consumers.c.id == consumer.id))
+    deltas = usage_summary.Deltas()
+    deltas.holding(consumer.owner, consumer.id, _by_class(old), -1)
+    usage_summary.apply(conn, deltas)
 
 
 def _timestamps(row) -> list:

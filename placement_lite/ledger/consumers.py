@@ -40,6 +40,9 @@ class Consumer:
     user_id: str
     consumer_type: Optional[str]
     generation: int
+    # The row ids of project, user and type (None: no type), which the
+    # usage summary is keyed by.
+    owner: tuple[int, int, Optional[int]]
 
 
 def _ensure_named(conn: Connection, table, column, value: str) -> int:
@@ -71,7 +74,8 @@ def _consumer_query():
     c = t.consumers
     return (select(c.c.id, c.c.uuid, t.projects.c.external_id.label("project"),
                    t.users.c.external_id.label("user"),
-                   t.consumer_types.c.name.label("ctype"), c.c.generation)
+                   t.consumer_types.c.name.label("ctype"), c.c.generation,
+                   c.c.project_id, c.c.user_id, c.c.consumer_type_id)
             .join(t.projects, t.projects.c.id == c.c.project_id)
             .join(t.users, t.users.c.id == c.c.user_id)
             .outerjoin(t.consumer_types,
@@ -80,7 +84,8 @@ def _consumer_query():
 
 def _consumer(row) -> Consumer:
     return Consumer(row.id, row.uuid, row.project, row.user, row.ctype,
-                    row.generation)
+                    row.generation,
+                    (row.project_id, row.user_id, row.consumer_type_id))
 
 
 def get(conn: Connection, uuid: str) -> Optional[Consumer]:
@@ -131,7 +136,9 @@ def create(conn: Connection, uuid: str, project: str, user: str,
         raise errors.RaceLost(
             f"{RACE}consumer {uuid} was created by another request at the same "
             "time; re-read its allocations and try again.")
-    return Consumer(new_id, uuid, project, user, consumer_type, 1)
+    return Consumer(new_id, uuid, project, user, consumer_type, 1,
+                    (values["project_id"], values["user_id"],
+                     values["consumer_type_id"]))
 
 
 def claim(conn: Connection, consumer: Consumer, project: str, user: str,
@@ -161,6 +168,10 @@ def claim(conn: Connection, consumer: Consumer, project: str, user: str,
     consumer.project_id, consumer.user_id = project, user
     if consumer_type is not None:
         consumer.consumer_type = consumer_type
+    project_row, user_row, type_row = consumer.owner
+    consumer.owner = (values.get("project_id", project_row),
+                      values.get("user_id", user_row),
+                      values.get("consumer_type_id", type_row))
 
 
 def bump(conn: Connection, consumer: Consumer) -> None:

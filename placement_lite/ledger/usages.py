@@ -1,18 +1,19 @@
 """Usage sums: per provider, and per project (for quota counting).
 
-Project usage is one SQL statement joining consumers to allocations
-through the (project_id, user_id, uuid) consumer indexes; nothing loops
-over consumers in Python, so the answer stays exact and fast with
-hundreds of thousands of allocations.
+Project usage is one SQL statement over the usage summary
+(db/usage_summary.py), which every allocation write keeps exact in
+its own transaction: the answer reads a few rows per owner and class,
+however many consumers and allocations the project has.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from sqlalchemy import Integer, cast, exists, func, null, select, union_all
+from sqlalchemy import func, null, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
 from placement_lite.ledger.allocations import provider_generation
 from placement_lite.ledger.consumers import UNKNOWN_TYPE
 
@@ -37,49 +38,30 @@ def for_provider(conn: Connection, rp_uuid: str):
         provider.created_at, provider.updated_at]
 
 
-def _ids(conn: Connection, project_id: str, user_id: Optional[str]):
-    """The project's (and user's) row ids, or None when either is unknown
-    (no consumer can match). The ids are read first and bound as
-    values: PostgreSQL plans `project_id = <value>` from the column's
-    statistics (an index walk for a small project, a scan for a huge one),
-    while `= (subquery)` gets a blind guess that chose a full scan of
-    allocations even for a project of 1,000 consumers among 100,000."""
-    p, u = t.projects, t.users
-    cols = [select(p.c.id).where(p.c.external_id == project_id).scalar_subquery()]
+def _project_rows(project_id: str, user_id: Optional[str], *columns):
+    """SELECT `columns` from the project's (and user's) summary rows,
+    found through the projects (and users) external id index: the ids
+    cost no statement of their own."""
+    s, p, u = t.usage_summary, t.projects, t.users
+    query = (select(*columns).select_from(s)
+             .join(p, p.c.id == s.c.project_id)
+             .where(p.c.external_id == project_id))
     if user_id is not None:
-        cols.append(select(u.c.id).where(u.c.external_id == user_id).scalar_subquery())
-    ids = conn.execute(select(*cols)).one()
-    return None if any(i is None for i in ids) else tuple(ids)
-
-
-def _scope(query, ids):
-    c = t.consumers
-    query = query.where(c.c.project_id == ids[0])
-    if len(ids) > 1:
-        query = query.where(c.c.user_id == ids[1])
+        query = query.join(u, u.c.id == s.c.user_id).where(u.c.external_id == user_id)
     return query
 
 
 def for_project(conn: Connection, project_id: str,
                 user_id: Optional[str] = None) -> dict[str, int]:
     """{class: sum of used} over every allocation of the project's (and
-    user's) consumers.
-
-    Grouped by class id straight from the allocations index
-    (consumer_id, resource_class_id, used): joining each allocation to its
-    class name and grouping by a string cost a third more on MariaDB at
-    100,000 consumers; the few sums are named in the same statement."""
-    c, a, rc = t.consumers, t.allocations, t.resource_classes
-    query = (select(a.c.resource_class_id.label("rc"), func.sum(a.c.used).label("n"))
-             .select_from(c)
-             .join(a, a.c.consumer_id == c.c.id)
-             .group_by(a.c.resource_class_id))
-    ids = _ids(conn, project_id, user_id)
-    if ids is None:
-        return {}
-    sums = _scope(query, ids).subquery()
-    rows = conn.execute(select(rc.c.name, sums.c.n).join(sums, sums.c.rc == rc.c.id))
-    return {name: int(n) for name, n in rows}
+    user's) consumers, from the usage summary: a few rows per owner and
+    class (their shards), however many consumers the project has."""
+    s, rc = t.usage_summary, t.resource_classes
+    rows = conn.execute(
+        _project_rows(project_id, user_id, rc.c.name, func.sum(s.c.amount))
+        .join(rc, rc.c.id == s.c.resource_class_id)
+        .group_by(rc.c.name))
+    return {name: int(n) for name, n in rows if n}
 
 
 def for_project_by_type(conn: Connection, project_id: str,
@@ -90,48 +72,25 @@ def for_project_by_type(conn: Connection, project_id: str,
 
     Without a type every stored type is its own group; `all` folds every
     consumer into one group; `unknown` selects consumers without a type.
-    The per-class sums and the per-type consumer counts are two branches
-    of a UNION ALL, read in one statement after the ids (see _ids). Both
-    group by ids (the type and class names are joined to the few result
-    rows), and a consumer is counted by an index probe for any allocation
-    rather than a DISTINCT over every allocation row of the project.
+    One statement over the usage summary, whose rows of class -1 count
+    each owner's consumers (see usage_summary).
     """
-    c, a, rc, ct = (t.consumers, t.allocations, t.resource_classes,
-                    t.consumer_types)
-    ids = _ids(conn, project_id, user_id)
-    if ids is None:
-        return {}
+    s, rc, ct = t.usage_summary, t.resource_classes, t.consumer_types
     grouped = consumer_type != ALL_TYPES
-
-    def scoped(query):
-        if consumer_type == UNKNOWN_TYPE:
-            query = query.where(c.c.consumer_type_id.is_(None))
-        elif consumer_type not in (None, ALL_TYPES):
-            query = query.where(c.c.consumer_type_id == select(ct.c.id).where(
-                ct.c.name == consumer_type).scalar_subquery())
-        return _scope(query, ids)
-
-    # Typed, so PostgreSQL can join a branch of NULLs to the type ids.
-    kind = c.c.consumer_type_id if grouped else cast(null(), Integer)
-    sums = scoped(select(kind.label("kind"), a.c.resource_class_id.label("rc"),
-                         func.sum(a.c.used).label("n"))
-                  .select_from(c).join(a, a.c.consumer_id == c.c.id))
-    counts = scoped(select(kind.label("kind"), null().label("rc"),
-                           func.count().label("n"))
-                    .select_from(c)
-                    .where(exists().where(a.c.consumer_id == c.c.id)))
+    kind = ct.c.name if grouped else null()
+    query = (_project_rows(project_id, user_id, kind.label("kind"),
+                           rc.c.name.label("rc"), func.sum(s.c.amount))
+             .outerjoin(rc, rc.c.id == s.c.resource_class_id))
     if grouped:
-        sums = sums.group_by(c.c.consumer_type_id, a.c.resource_class_id)
-        counts = counts.group_by(c.c.consumer_type_id)
-    else:
-        sums = sums.group_by(a.c.resource_class_id)
-    both = union_all(sums, counts).subquery()
-    rows = conn.execute(select(ct.c.name, rc.c.name.label("rc_name"), both.c.n)
-                        .select_from(both)
-                        .outerjoin(ct, ct.c.id == both.c.kind)
-                        .outerjoin(rc, rc.c.id == both.c.rc))
+        query = (query.outerjoin(ct, ct.c.id == s.c.consumer_type_id)
+                 .group_by(s.c.consumer_type_id, ct.c.name))
+    if consumer_type == UNKNOWN_TYPE:
+        query = query.where(s.c.consumer_type_id == usage_summary.NO_TYPE)
+    elif grouped and consumer_type is not None:
+        query = query.where(ct.c.name == consumer_type)
+    query = query.group_by(s.c.resource_class_id, rc.c.name)
     result: dict[str, dict[str, int]] = {}
-    for name, rc_name, n in rows:
+    for name, rc_name, n in conn.execute(query):
         if not n:
             continue
         key = ALL_TYPES if not grouped else (name or UNKNOWN_TYPE)

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from sqlalchemy import delete, exists, insert, or_, select, update
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite import errors
 from placement_lite.db import tables as t
+from placement_lite.db import upsert
 
 P = t.projects
 
@@ -239,22 +239,9 @@ def lock_trees(conn: Connection, root_ids: Iterable[int]) -> None:
     are locked in root id order so two multi-tree claims cannot deadlock.
     SQLite writers are already serialised by BEGIN IMMEDIATE.
 
-    One upsert per tree, which creates the row on a tree's first decision:
-    an INSERT that may fail inside a savepoint would not do on MariaDB,
-    where claims racing to create the same row can deadlock, and the
-    deadlock rolls back the whole transaction, savepoint included, so
-    the error left to report is the savepoint's, not a retryable one.
+    One upsert, rows in root id order, which creates a tree's row on its
+    first decision (db/upsert.py says why not an INSERT in a savepoint).
     """
-    for root_id in sorted(set(root_ids)):
-        conn.execute(_bump_or_create(conn.dialect.name, root_id))
-
-
-def _bump_or_create(dialect: str, root_id: int):
-    L = t.quota_tree_locks
-    bumped = {"generation": L.c.generation + 1}
-    if dialect == "mysql":
-        return (mysql.insert(L).values(root_id=root_id, generation=1)
-                .on_duplicate_key_update(**bumped))
-    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return (upsert(L).values(root_id=root_id, generation=1)
-            .on_conflict_do_update(index_elements=[L.c.root_id], set_=bumped))
+    upsert.insert_or_add(conn, t.quota_tree_locks, [
+        {"root_id": root_id, "generation": 1} for root_id in sorted(set(root_ids))],
+        add=["generation"])

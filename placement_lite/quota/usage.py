@@ -1,5 +1,10 @@
 """Resource names -> usage, per project, in a few grouped queries.
 
+Allocation sums and consumer counts come from the usage summary
+(db/usage_summary.py), which every allocation write keeps exact in its
+transaction: a claim's quota check reads a few rows per project, however
+many consumers the project tree has.
+
   class:<RESOURCE_CLASS>      sum of allocations of that class by the
                               project's consumers
   consumers:<CONSUMER_TYPE>   how many consumers of that type the project
@@ -19,6 +24,7 @@ from sqlalchemy.engine import Connection
 
 from placement_lite import errors
 from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
 
 UNKNOWN_CONSUMER_TYPE = "unknown"
 
@@ -66,28 +72,31 @@ def usage(conn: Connection, project_ids: Iterable[int], names: Iterable[str],
         for name in by_source.get(src, ()):
             out[name][pid] = value
 
+    s = t.usage_summary
     classes = [key for kind, key in by_source if kind == "class"]
     if classes:
-        a, c, rc = t.allocations, t.consumers, t.resource_classes
+        rc = t.resource_classes
         rows = conn.execute(
-            select(c.c.project_id, rc.c.name, func.sum(a.c.used))
-            .select_from(a.join(c, c.c.id == a.c.consumer_id)
-                         .join(rc, rc.c.id == a.c.resource_class_id))
-            .where(c.c.project_id.in_(project_ids), rc.c.name.in_(classes))
-            .group_by(c.c.project_id, rc.c.name))
+            select(s.c.project_id, rc.c.name, func.sum(s.c.amount))
+            .join(rc, rc.c.id == s.c.resource_class_id)
+            .where(s.c.project_id.in_(project_ids), rc.c.name.in_(classes))
+            .group_by(s.c.project_id, rc.c.name))
         for pid, cls, used in rows:
-            put(("class", cls), pid, int(used or 0))
+            if used:
+                put(("class", cls), pid, int(used))
 
     ctypes = [key for kind, key in by_source if kind == "consumers"]
     if ctypes:
-        c, ct = t.consumers, t.consumer_types
+        ct = t.consumer_types
         rows = conn.execute(
-            select(c.c.project_id, ct.c.name, func.count(c.c.id))
-            .select_from(c.outerjoin(ct, ct.c.id == c.c.consumer_type_id))
-            .where(c.c.project_id.in_(project_ids))
-            .group_by(c.c.project_id, ct.c.name))
+            select(s.c.project_id, ct.c.name, func.sum(s.c.amount))
+            .outerjoin(ct, ct.c.id == s.c.consumer_type_id)
+            .where(s.c.project_id.in_(project_ids),
+                   s.c.resource_class_id == usage_summary.CONSUMERS)
+            .group_by(s.c.project_id, s.c.consumer_type_id, ct.c.name))
         for pid, cname, count in rows:
-            put(("consumers", cname or UNKNOWN_CONSUMER_TYPE), pid, int(count))
+            if count:
+                put(("consumers", cname or UNKNOWN_CONSUMER_TYPE), pid, int(count))
 
     leases = [key for kind, key in by_source if kind == "lease"]
     if leases:
@@ -108,15 +117,13 @@ def names_in_use(conn: Connection, project_ids: Iterable[int]) -> set[str]:
     project_ids = list(set(project_ids))
     if not project_ids:
         return set()
-    a, c, rc, ct = (t.allocations, t.consumers, t.resource_classes,
-                    t.consumer_types)
+    s, rc, ct = t.usage_summary, t.resource_classes, t.consumer_types
+    mine = (s.c.project_id.in_(project_ids), s.c.amount != 0)
     names = {f"class:{n}" for n in conn.scalars(
-        select(rc.c.name).distinct()
-        .select_from(a.join(c, c.c.id == a.c.consumer_id)
-                     .join(rc, rc.c.id == a.c.resource_class_id))
-        .where(c.c.project_id.in_(project_ids)))}
+        select(rc.c.name).distinct().select_from(s)
+        .join(rc, rc.c.id == s.c.resource_class_id).where(*mine))}
     names |= {f"consumers:{n or UNKNOWN_CONSUMER_TYPE}" for n in conn.scalars(
-        select(ct.c.name).distinct()
-        .select_from(c.outerjoin(ct, ct.c.id == c.c.consumer_type_id))
-        .where(c.c.project_id.in_(project_ids)))}
+        select(ct.c.name).distinct().select_from(s)
+        .outerjoin(ct, ct.c.id == s.c.consumer_type_id)
+        .where(*mine, s.c.resource_class_id == usage_summary.CONSUMERS))}
     return names

@@ -1,0 +1,133 @@
+"""Project usage kept summed (the usage_summary table), in step with the
+allocations table.
+
+Every writer of allocations, or of a consumer's owner, collects what each
+consumer it touches held before and holds after, as Deltas, and applies
+them with `apply` in the same transaction as the write: one upsert that
+adds each delta to its row (`amount = amount + delta`), rows sorted by
+key. Adding is exact whatever other writers do meanwhile: each row
+update is atomic under the row's lock, so no increment is lost, and the
+sorted order means two writers never wait on each other's rows in a
+cycle. The rows are the last locks a write takes (after its consumers
+and providers), and are held only to its commit.
+
+A consumer counts towards its owner's consumer count while it holds at
+least one allocation row, which is what GET /usages (1.38) counts.
+
+`rebuild` recomputes every row from the allocations (an import, a bulk
+load); `recomputed` and `drift` are the checks.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Mapping, Optional
+
+from sqlalchemy import delete, func, insert, literal_column, select, union_all
+from sqlalchemy.engine import Connection
+
+from placement_lite.db import tables as t
+from placement_lite.db import upsert
+
+# Key values that are not rows (see db/tables.py).
+NO_TYPE = 0
+CONSUMERS = -1
+SHARDS = 16
+
+# (project row id, user row id, consumer type row id or None)
+Owner = tuple[int, int, Optional[int]]
+# (project_id, user_id, consumer_type_id, resource_class_id, shard): the
+# table's primary key, in its column order.
+Key = tuple[int, int, int, int, int]
+_KEY = ("project_id", "user_id", "consumer_type_id", "resource_class_id", "shard")
+
+
+class Deltas:
+    """What one write changes in the summary, summed per row."""
+
+    def __init__(self) -> None:
+        self.amounts: dict[Key, int] = defaultdict(int)
+
+    def holding(self, owner: Owner, consumer_id: int,
+                by_class: Mapping[int, int], sign: int) -> None:
+        """Add (sign 1) or take away (sign -1) a consumer holding
+        `by_class` ({class id: used}) under `owner`. A consumer holding
+        nothing is not counted."""
+        if not by_class:
+            return
+        project, user, ctype = owner
+        kind = NO_TYPE if ctype is None else ctype
+        shard = consumer_id % SHARDS
+        self.amounts[(project, user, kind, CONSUMERS, shard)] += sign
+        for rc, used in by_class.items():
+            self.amounts[(project, user, kind, rc, shard)] += sign * used
+
+    def rows(self) -> list[dict]:
+        return [dict(zip(_KEY, key), amount=n)
+                for key, n in sorted(self.amounts.items()) if n]
+
+
+def apply(conn: Connection, deltas: Deltas) -> None:
+    upsert.insert_or_add(conn, t.usage_summary, deltas.rows(), add=["amount"])
+
+
+def _from_allocations():
+    """SELECT of every summary row, computed from the allocations (the
+    same as migration 0005's fill)."""
+    c, a = t.consumers, t.allocations
+    # Constants written into the SQL: PostgreSQL matches a grouped
+    # expression to its GROUP BY only when no bound parameter differs.
+    kind = func.coalesce(c.c.consumer_type_id, literal_column(str(NO_TYPE)))
+    shard = c.c.id % literal_column(str(SHARDS))
+    owner = (c.c.project_id, c.c.user_id, kind)
+    sums = (select(*owner, a.c.resource_class_id, shard, func.sum(a.c.used))
+            .select_from(c).join(a, a.c.consumer_id == c.c.id)
+            .group_by(*owner, a.c.resource_class_id, shard))
+    counts = (select(*owner, literal_column(str(CONSUMERS)), shard, func.count())
+              .where(select(a.c.id).where(a.c.consumer_id == c.c.id).exists())
+              .group_by(*owner, shard))
+    return union_all(sums, counts)
+
+
+def rebuild(conn: Connection) -> None:
+    """Recompute the whole summary from the allocations. For writes that
+    bypass the ledger (an import, a bulk load) while no other writer
+    runs: a writer committing meanwhile could be counted twice or not
+    at all."""
+    s = t.usage_summary
+    conn.execute(delete(s))
+    conn.execute(insert(s).from_select([*_KEY, "amount"], _from_allocations()))
+
+
+def recomputed(conn: Connection) -> dict[Key, int]:
+    """The non-zero sums the allocations give now, by key."""
+    rows = conn.execute(_from_allocations())
+    return {tuple(row[:5]): int(row[5]) for row in rows if row[5]}
+
+
+def stored(conn: Connection) -> dict[Key, int]:
+    """The non-zero rows of the summary, by key."""
+    s = t.usage_summary
+    rows = conn.execute(select(*(s.c[k] for k in _KEY), s.c.amount)
+                        .where(s.c.amount != 0))
+    return {tuple(row[:5]): int(row[5]) for row in rows}
+
+
+def drift(conn: Connection) -> list[str]:
+    """One line per owner and class whose stored sum differs from the
+    allocations' (empty when the summary is right), shards added up."""
+    def folded(rows: dict[Key, int]) -> dict:
+        out: dict = defaultdict(int)
+        for (project, user, kind, rc, _shard), n in rows.items():
+            out[(project, user, kind, rc)] += n
+        return {k: n for k, n in out.items() if n}
+    want, have = folded(recomputed(conn)), folded(stored(conn))
+    lines = []
+    for key in sorted(set(want) | set(have)):
+        if want.get(key, 0) != have.get(key, 0):
+            project, user, kind, rc = key
+            what = "consumers" if rc == CONSUMERS else f"class id {rc}"
+            lines.append(
+                f"usage summary: project id {project}, user id {user}, consumer "
+                f"type id {kind or 'none'}, {what}: the summary holds "
+                f"{have.get(key, 0)}, the allocations give {want.get(key, 0)}")
+    return lines
