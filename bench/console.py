@@ -18,6 +18,7 @@ from sqlalchemy import func, insert, select
 
 from bench import loader
 from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
 from placement_lite.db.engine import Database
 
 COOKIE = "placement_lite_console=admin"
@@ -72,6 +73,8 @@ def load_quota_and_usage(db: Database, trees: int = 500,
             conn.execute(insert(t.consumers), cons[start:start + loader.BATCH])
         for start in range(0, len(allocs), loader.BATCH):
             conn.execute(insert(t.allocations), allocs[start:start + loader.BATCH])
+        # Written around the ledger: its usage sums are recomputed.
+        usage_summary.rebuild(conn)
         provider = conn.scalar(select(t.resource_providers.c.uuid)
                                .where(t.resource_providers.c.id == rp_ids[0]))
     return {"provider": provider, "consumer": cons[0]["uuid"],

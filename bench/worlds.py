@@ -140,6 +140,7 @@ def load(url: str, shape: str, count: int) -> None:
         elif shape == "usages":
             bulk.flush()
             _usages(conn, t, bulk, count)
+            _rebuild_usage_summary(conn)
         bulk.flush()
         if db.backend == "postgresql":
             # Explicit ids do not move PostgreSQL's sequences; the API's
@@ -162,6 +163,16 @@ def load(url: str, shape: str, count: int) -> None:
                           "resource_provider_aggregates"):
                 conn.exec_driver_sql(f"ANALYZE TABLE {table}").all()
     db.dispose()
+
+
+def _rebuild_usage_summary(conn):
+    """The rows went in around the ledger: recompute the usage sums from
+    them, as an import does (a tree before the summary has none)."""
+    try:
+        from placement_lite.db import usage_summary
+    except ImportError:
+        return
+    usage_summary.rebuild(conn)
 
 
 def _usages(conn, t, bulk, count):
