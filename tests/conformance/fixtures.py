@@ -576,13 +576,18 @@ class NeutronQoSMultiSegmentFixture(APIFixture):
         tb.set_traits(ovs, *self.OVS_NORMAL)
         return compute, ovs
 
+    def _device(self, tb, agent, name, env, bandwidth, *traits):
+        """A bridge or a PF below `agent` (named `name`, exported as `env`)
+        with `bandwidth` kbit/s each way."""
+        rp = tb.create_provider(name, parent=agent.uuid)
+        os.environ[env] = rp.uuid
+        tb.add_inventory(rp, "NET_BW_EGR_KILOBIT_PER_SEC", bandwidth)
+        tb.add_inventory(rp, "NET_BW_IGR_KILOBIT_PER_SEC", bandwidth)
+        tb.set_traits(rp, *traits)
+
     def _bridge(self, tb, ovs, compute_name, bridge, env, bandwidth, physnet):
-        br = tb.create_provider(f"{compute_name}:Open vSwitch agent:{bridge}",
-                                parent=ovs.uuid)
-        os.environ[f"{compute_name}:{env}"] = br.uuid
-        tb.add_inventory(br, "NET_BW_EGR_KILOBIT_PER_SEC", bandwidth)
-        tb.add_inventory(br, "NET_BW_IGR_KILOBIT_PER_SEC", bandwidth)
-        tb.set_traits(br, *self.OVS_NORMAL, physnet)
+        self._device(tb, ovs, f"{compute_name}:Open vSwitch agent:{bridge}",
+                     f"{compute_name}:{env}", bandwidth, *self.OVS_NORMAL, physnet)
 
     def _sriov_agent(self, tb, compute, compute_name):
         agent = tb.create_provider(f"{compute_name}:NIC Switch agent",
@@ -591,12 +596,8 @@ class NeutronQoSMultiSegmentFixture(APIFixture):
         return agent
 
     def _pf(self, tb, agent, compute_name, dev, env, bandwidth, physnet):
-        pf = tb.create_provider(f"{compute_name}:NIC Switch agent:{dev}",
-                                parent=agent.uuid)
-        os.environ[f"{compute_name}:{env}"] = pf.uuid
-        tb.add_inventory(pf, "NET_BW_EGR_KILOBIT_PER_SEC", bandwidth)
-        tb.add_inventory(pf, "NET_BW_IGR_KILOBIT_PER_SEC", bandwidth)
-        tb.set_traits(pf, *self.SRIOV_TYPES, physnet)
+        self._device(tb, agent, f"{compute_name}:NIC Switch agent:{dev}",
+                     f"{compute_name}:{env}", bandwidth, *self.SRIOV_TYPES, physnet)
 
     def build(self, tb):
         agents = {}
