@@ -1,6 +1,7 @@
 """`placement-lite serve --workers N` as an operator runs it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -119,24 +120,42 @@ _SLOW_SUPERVISED = _slow_app_program("""
 """)
 
 
+@contextlib.contextmanager
+def _running(program: str):
+    """(the child process, its port) of a slow-app program, killed at the
+    end if it has not exited by then."""
+    proc = subprocess.Popen([sys.executable, "-c", program],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        yield proc, int(proc.stdout.readline().split(":")[-1].strip("/\n"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _slow_call(url: str, timeout: float):
+    """GET `url` in a thread of its own, started: (the thread, a dict that
+    receives the answer's body as "body")."""
+    result: dict = {}
+
+    def call():
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            result["body"] = resp.read()
+    caller = threading.Thread(target=call)
+    caller.start()
+    return caller, result
+
+
 @pytest.mark.parametrize("script", [_SLOW_WORKER, _SLOW_SUPERVISED],
                          ids=["one-process", "workers"])
 def test_draining_refuses_new_connections_at_once(script):
     """After SIGTERM, while a slow request finishes, a new caller is
     refused immediately rather than left hanging."""
-    proc = subprocess.Popen([sys.executable, "-c", script],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(proc.stdout.readline().split(":")[-1].strip("/\n"))
+    with _running(script) as (proc, port):
         base = f"http://127.0.0.1:{port}"
         wait_until(lambda: _answers(base), timeout=30)
-        result = {}
-
-        def slow_call():
-            with urllib.request.urlopen(base + "/5", timeout=20) as resp:
-                result["body"] = resp.read()
-        caller = threading.Thread(target=slow_call)
-        caller.start()
+        caller, result = _slow_call(base + "/5", timeout=20)
         time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
 
@@ -154,10 +173,6 @@ def test_draining_refuses_new_connections_at_once(script):
         caller.join(timeout=15)
         assert result.get("body") == b"finished"
         assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
 
 
 def _answers(base: str) -> bool:
@@ -169,20 +184,11 @@ def _answers(base: str) -> bool:
 
 
 def test_sigterm_lets_requests_in_flight_finish():
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_WORKER],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(proc.stdout.readline().split(":")[-1].strip("/\n"))
+    with _running(_SLOW_WORKER) as (proc, port):
         base = f"http://127.0.0.1:{port}"
         idle = urllib.request.urlopen(base + "/0", timeout=5)  # a kept-alive client
         assert idle.read() == b"finished"
-        result = {}
-
-        def slow_call():
-            with urllib.request.urlopen(base + "/1.5", timeout=10) as resp:
-                result["body"] = resp.read()
-        caller = threading.Thread(target=slow_call)
-        caller.start()
+        caller, result = _slow_call(base + "/1.5", timeout=10)
         time.sleep(0.5)
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -194,10 +200,6 @@ def test_sigterm_lets_requests_in_flight_finish():
         assert proc.stdout.read().strip() == "drained"
         with pytest.raises(OSError):
             urllib.request.urlopen(base + "/0", timeout=2)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
 
 
 @pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
