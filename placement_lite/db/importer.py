@@ -166,6 +166,18 @@ def _revision(conn: Connection, names: set) -> str:
     return revisions[0]
 
 
+def read_placement(source_url: str) -> tuple[str, dict]:
+    """read_source over a read-only connection to `source_url`, in one
+    repeatable-read transaction."""
+    engine = open_source(source_url)
+    try:
+        with engine.connect() as conn:
+            with conn.begin():
+                return read_source(conn)
+    finally:
+        engine.dispose()
+
+
 def read_source(conn: Connection) -> tuple[str, dict]:
     """(revision, {table: [row mappings]}) for every table the import uses."""
     names = set(inspect(conn).get_table_names())
@@ -582,13 +594,7 @@ def run(source_url: str, target, dry_run: bool = False, force: bool = False) -> 
     Database `target`, whose schema must be current. ImportRefused when the
     source is not a Placement database this understands, or the target
     already holds a ledger and force is not given."""
-    engine = open_source(source_url)
-    try:
-        with engine.connect() as conn:
-            with conn.begin():
-                revision, rows = read_source(conn)
-    finally:
-        engine.dispose()
+    revision, rows = read_placement(source_url)
     report = Report(
         source=make_url(source_url).render_as_string(hide_password=True),
         target=target.engine.url.render_as_string(hide_password=True),
@@ -720,13 +726,7 @@ def compare(source_url: str, target) -> tuple[dict, list]:
     ledgers: ({kind: rows compared}, [one line per difference]). Rows the
     import could not map are left out of Placement's side, as the import
     leaves them out (its summary lists them)."""
-    engine = open_source(source_url)
-    try:
-        with engine.connect() as conn:
-            with conn.begin():
-                _revision_found, rows = read_source(conn)
-    finally:
-        engine.dispose()
+    _revision_found, rows = read_placement(source_url)
     theirs = _planned_ledger(plan(rows))
     with target.read() as conn:
         ours = _stored_ledger(conn)
