@@ -100,11 +100,11 @@ class Side(ServerProcess):
                                check=True, cwd=tree)
                 self.load_seconds[f"{shape}_{count}"] = round(
                     time.monotonic() - began, 1)
+            super().__init__(self.url, port, workers, ("--threads", str(threads)),
+                             env=self.env, cwd=tree, name=f"{label}: the server")
         except BaseException:
-            _drop_db(self.url)  # a failed load leaves no database behind
+            _drop_db(self.url)  # a failed load or start leaves no database behind
             raise
-        super().__init__(self.url, port, workers, ("--threads", str(threads)),
-                         env=self.env, cwd=tree, name=f"{label}: the server")
         time.sleep(1.0)  # let every worker come up
 
     def rss_mb(self):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,16 @@ class ServerProcess:
 
     def __init__(self, db_url, port, workers=1, extra=(), env=None, cwd=None,
                  name="the server"):
+        # Another server on the port would answer the health check in this
+        # one's place (and be measured instead of it).
+        with socket.socket() as probe:
+            # As the server will: a closed connection's TIME_WAIT is no owner.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as exc:
+                raise RuntimeError(f"{name}: port {port} is taken ({exc}); "
+                                   "give another --port") from None
         self.http = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "placement_lite.cli", "serve", "--db", db_url,
@@ -33,7 +44,7 @@ class ServerProcess:
             except OSError:
                 pass
             time.sleep(0.2)
-        self.stop()
+        self._end()
         raise RuntimeError(f"{name} did not start")
 
     def pids(self):
@@ -50,6 +61,9 @@ class ServerProcess:
         return runner.cpu_seconds(self.pids())
 
     def stop(self):
+        self._end()
+
+    def _end(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
