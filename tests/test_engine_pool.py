@@ -112,3 +112,23 @@ def test_a_connection_that_died_while_idle_is_replaced_before_use(url):
     finally:
         calls.restore()
         db.dispose()
+
+
+def test_postgresql_reads_send_no_begin_or_commit(url):
+    db = Database(url, pool_size=1)
+    try:
+        if db.backend != "postgresql":
+            pytest.skip("MariaDB reads keep their transaction (switching costs "
+                        "a round trip each way)")
+        for _ in range(2):
+            # One pooled connection, switched to autocommit for the read
+            # and back for the write that follows it.
+            with db.read() as conn:
+                assert conn.connection.dbapi_connection.autocommit
+                assert conn.execute(text("SELECT 1")).scalar() == 1
+            with db.write() as conn:
+                assert not conn.connection.dbapi_connection.autocommit
+                assert conn.execute(text("SHOW transaction_isolation")).scalar() == \
+                    "read committed"
+    finally:
+        db.dispose()

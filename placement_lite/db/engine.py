@@ -216,12 +216,20 @@ class Database:
             self.statements = StatementCounter()
             self.statements.install(self.engine)
         self._writer = self.engine.execution_options(placement_write=True)
+        # PostgreSQL reads run in autocommit: under READ COMMITTED every
+        # statement of a transaction takes a snapshot of its own anyway,
+        # so a read transaction adds nothing but the BEGIN and COMMIT
+        # round trips psycopg sends for it (switching autocommit on and
+        # back off is local to psycopg). MariaDB/MySQL keep a transaction:
+        # switching there costs a round trip each way.
+        self._reader = (self.engine.execution_options(isolation_level="AUTOCOMMIT")
+                        if self.backend == "postgresql" else self.engine)
         # Observers (metrics) count retries without this module knowing them.
         self.on_retry: list[Callable[[BaseException], None]] = []
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
+        with self._reader.connect() as conn:
             with conn.begin():
                 yield conn
             # Committed: nothing for the pool to roll back.
