@@ -47,3 +47,19 @@ def test_the_cache_is_bounded():
     for n in range(request.VALIDATOR_CACHE_SIZE + 50):
         request._validator({"type": "object", "maxProperties": n})
     assert request.validator_cache_size() <= request.VALIDATOR_CACHE_SIZE
+
+
+def test_a_schema_asked_for_again_is_not_serialised_again(monkeypatch):
+    schema = {"type": "object", "properties": {"once": {"type": "string"}}}
+    first = request._validator(schema)
+    calls = []
+    real = request.json.dumps
+    monkeypatch.setattr(request.json, "dumps", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert request._validator(schema) is first
+    assert calls == []
+    # An equal document in another object is found by its text.
+    assert request._validator(dict(schema)) is first
+    assert calls == [1]
+    for n in range(request.VALIDATOR_CACHE_SIZE + 50):
+        request._validator({"type": "object", "minProperties": n})
+    assert len(request._BY_OBJECT) <= request.VALIDATOR_CACHE_SIZE

@@ -86,7 +86,17 @@ _Validator = jsonschema.validators.extend(
     type_checker=Draft7Validator.TYPE_CHECKER.redefine("number", _finite_number))
 
 
+# The same schema object asked for again (a module's constant, most
+# requests) finds its validator without serialising the schema to find
+# its key; each entry holds its schema, so an id here is never one a
+# freed object left behind.
+_BY_OBJECT: "OrderedDict[int, tuple[Mapping, Draft7Validator]]" = OrderedDict()
+
+
 def _validator(schema: Mapping) -> Draft7Validator:
+    known = _BY_OBJECT.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
     key = json.dumps(schema, sort_keys=True, default=repr)
     validator = _VALIDATORS.get(key)
     if validator is None:
@@ -96,6 +106,9 @@ def _validator(schema: Mapping) -> Draft7Validator:
             _VALIDATORS.popitem(last=False)
     else:
         _VALIDATORS.move_to_end(key)
+    _BY_OBJECT[id(schema)] = (schema, validator)
+    if len(_BY_OBJECT) > VALIDATOR_CACHE_SIZE:
+        _BY_OBJECT.popitem(last=False)
     return validator
 
 
@@ -254,15 +267,18 @@ def _has_surrogate(text: str) -> bool:
 
 
 def _string_problem(text: str, is_key: bool, path) -> str | None:
-    what = f"the {'key' if is_key else 'string'}{_where(path)}, {quote(text)},"
     if "\x00" in text:
         # No name or id here may hold one, and PostgreSQL cannot store it.
-        return f"{what} contains a NUL (\\u0000) character"
+        return f"{_what(text, is_key, path)} contains a NUL (\\u0000) character"
     if _has_surrogate(text):
         # Not a character: no database can store it, no response encode it.
-        return (f"{what} contains a lone surrogate (\\ud800-\\udfff), which "
-                "is not a Unicode character")
+        return (f"{_what(text, is_key, path)} contains a lone surrogate "
+                "(\\ud800-\\udfff), which is not a Unicode character")
     return None
+
+
+def _what(text: str, is_key: bool, path) -> str:
+    return f"the {'key' if is_key else 'string'}{_where(path)}, {quote(text)},"
 
 
 def _inspect(value: Any, limit: int) -> str | None:

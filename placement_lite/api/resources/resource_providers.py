@@ -1,6 +1,7 @@
 """/resource_providers and /resource_providers/{uuid}."""
 from __future__ import annotations
 
+import functools
 import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -108,8 +109,11 @@ def list_query_schema(req: falcon.Request) -> dict:
     return query_schema_at(req.context.microversion)
 
 
+@functools.lru_cache(maxsize=64)
 def query_schema_at(version) -> dict:
-    """GET /resource_providers' query schema: the filters `version` has."""
+    """GET /resource_providers' query schema: the filters `version` has
+    (built once per version, so its validator is found by identity; not
+    to be changed by callers)."""
     extra = {f.name: f.schema.at(version) if isinstance(f.schema, VersionedTable)
              else f.schema
              for f in PROVIDER_FILTERS if version.has(f.since)}
