@@ -28,14 +28,27 @@ def insert_or_add(conn: Connection, table: Table, rows: Sequence[dict],
     in one statement)."""
     if not rows:
         return
-    add = list(add)
-    if conn.dialect.name == "mysql":
-        stmt = mysql.insert(table)
-        stmt = stmt.on_duplicate_key_update(
-            {c: table.c[c] + stmt.inserted[c] for c in add})
-    else:
-        stmt = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=list(table.primary_key.columns),
-            set_={c: table.c[c] + stmt.excluded[c] for c in add})
-    conn.execute(stmt, list(rows))
+    conn.execute(_statement(conn.dialect.name, table, tuple(add)), list(rows))
+
+
+# Statements are immutable: built once per process (building the
+# `inserted`/`excluded` alias is a third of a millisecond of CPU, more
+# than the rest of the call).
+_STATEMENTS: dict = {}
+
+
+def _statement(dialect: str, table: Table, add: tuple[str, ...]):
+    key = (dialect, table.name, add)
+    stmt = _STATEMENTS.get(key)
+    if stmt is None:
+        if dialect == "mysql":
+            stmt = mysql.insert(table)
+            stmt = stmt.on_duplicate_key_update(
+                {c: table.c[c] + stmt.inserted[c] for c in add})
+        else:
+            stmt = (postgresql if dialect == "postgresql" else sqlite).insert(table)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=list(table.primary_key.columns),
+                set_={c: table.c[c] + stmt.excluded[c] for c in add})
+        _STATEMENTS[key] = stmt
+    return stmt
