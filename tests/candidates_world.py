@@ -7,6 +7,7 @@ import uuid as uuidlib
 from sqlalchemy import insert, select
 
 from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
 
 
 class World:
@@ -79,6 +80,7 @@ class World:
             conn.execute(insert(t.allocations).values(
                 resource_provider_id=pid, consumer_id=cons,
                 resource_class_id=self.rc[rc], used=amount))
+        usage_summary.rebuild(conn)
 
     def agg(self, name):
         return self.aggs[name][1]

@@ -9,6 +9,7 @@ from sqlalchemy import insert, select
 
 from placement_lite import errors
 from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
 from placement_lite.ledger import (
     aggregates, inventories, providers, resource_classes, traits)
 
@@ -31,6 +32,7 @@ def _allocate(db, provider, class_name, used):
         conn.execute(insert(t.allocations).values(
             resource_provider_id=provider.id, consumer_id=consumer,
             resource_class_id=rc_id, used=used))
+        usage_summary.rebuild(conn)
 
 
 def test_create_and_read_back(db):
@@ -355,5 +357,6 @@ def test_shrinking_inventory_races_claims_without_overcommit(db):
     with db.read() as conn:
         total = inventories.get_inventory(conn, rp, "VCPU").total
         used = sum(capacity.usage(conn, [rp.id]).values())
+        assert usage_summary.drift(conn) == []
     assert total == shrunk[-1]
     assert used == 2 + len(seen)

@@ -12,6 +12,7 @@ from sqlalchemy import event
 from placement_lite.api.metrics import LedgerGauges
 from placement_lite.app import create_app
 from placement_lite.config import Settings
+from placement_lite.db import usage_summary
 from placement_lite.ledger import fleet
 from tests import factories
 from tests.backends import backend_id, backend_urls, fresh_database
@@ -130,6 +131,7 @@ def test_histogram_edges(backend):
                     conn.execute(insert(t.allocations).values(
                         resource_provider_id=rp["id"], consumer_id=consumer,
                         resource_class_id=factories.class_id(conn, "VCPU"), used=used))
+                    usage_summary.rebuild(conn)
             holding(10, 0, reserved=10)   # no capacity, unused: bucket 0
             holding(10, 3, reserved=10)   # no capacity, used: bucket 0
             holding(10, 12)               # over-committed: bucket 0

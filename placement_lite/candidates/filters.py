@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from sqlalchemy import (
-    Integer, and_, exists, false, func, literal, select, true)
+    Integer, and_, exists, false, literal, select, true)
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -107,16 +107,6 @@ def in_tree_clause(root_id, provider_uuid: str):
 
 # -- capacity ---------------------------------------------------------------
 
-def used_subquery(inv):
-    """Current usage of the inventory row `inv` (0 when none)."""
-    alloc = t.allocations
-    return func.coalesce(
-        select(func.sum(alloc.c.used))
-        .where(alloc.c.resource_provider_id == inv.c.resource_provider_id,
-               alloc.c.resource_class_id == inv.c.resource_class_id)
-        .scalar_subquery(), 0)
-
-
 def capacity_conditions(inv, amount: int) -> list:
     """`amount` more of inv's class fits: unit limits, step size and the
     free capacity (total - reserved) * allocation_ratio - used."""
@@ -126,7 +116,7 @@ def capacity_conditions(inv, amount: int) -> list:
         inv.c.max_unit >= amt,
         (amt % inv.c.step_size) == 0,
         (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio
-        >= used_subquery(inv) + amt,
+        >= inv.c.used + amt,
         # A stored NaN ratio would pass the comparison above on PostgreSQL.
         capacity.ratio_is_finite(inv.c.allocation_ratio),
     ]

@@ -10,7 +10,7 @@ read once per request. What comes back is an immutable Facts value
 from __future__ import annotations
 
 import threading
-from typing import Iterator, Optional
+from typing import Optional
 
 from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.engine import Connection

@@ -96,6 +96,6 @@ def inventory_select(plan: Plan, where):
     return (select(inv.c.resource_provider_id.label("id"),
                    inv.c.resource_class_id.label("rc"),
                    inv.c.total, inv.c.reserved, inv.c.allocation_ratio,
-                   inv.c.max_unit, filters.used_subquery(inv).label("used"))
+                   inv.c.max_unit, inv.c.used)
             .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
             .where(where, inv.c.resource_class_id.in_(sorted(plan.multi_rcs))))

@@ -51,7 +51,7 @@ class Why:
         row = self.conn.execute(select(
             inv.c.total, inv.c.reserved, inv.c.min_unit, inv.c.max_unit,
             inv.c.step_size, inv.c.allocation_ratio,
-            filters.used_subquery(inv).label("used")).where(
+            inv.c.used).where(
                 inv.c.resource_provider_id == rp,
                 inv.c.resource_class_id == rc)).first()
         return row

@@ -60,6 +60,12 @@ inventories = Table(
     Column("max_unit", BigInteger, nullable=False),
     Column("step_size", BigInteger, nullable=False, default=1),
     Column("allocation_ratio", Float, nullable=False, default=1.0),
+    # The sum of the allocations of this class on this provider, kept by
+    # every allocation write in its own transaction (ledger/capacity.py).
+    # Summing allocation rows at read time made every candidate answer
+    # and every capacity check cost one index walk per inventory row,
+    # growing with the allocations a cloud holds.
+    Column("used", BigInteger, nullable=False, default=0, server_default="0"),
     *_timestamps(),
     UniqueConstraint("resource_provider_id", "resource_class_id"),
     # The candidate prefilter scans by class first.

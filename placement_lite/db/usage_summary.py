@@ -15,14 +15,18 @@ A consumer counts towards its owner's consumer count while it holds at
 least one allocation row, which is what GET /usages (1.38) counts.
 
 `rebuild` recomputes every row from the allocations (an import, a bulk
-load); `recomputed` and `drift` are the checks.
+load); `recomputed` and `drift` are the checks. Both also cover the other
+sum kept beside the allocations, each inventory row's `used` (moved by
+ledger/capacity.add_usage), so a writer working around the ledger has one
+function to call and one check to pass.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Mapping, Optional
 
-from sqlalchemy import delete, func, insert, literal_column, select, union_all
+from sqlalchemy import (
+    delete, func, insert, literal_column, select, union_all, update)
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -96,6 +100,17 @@ def rebuild(conn: Connection) -> None:
     s = t.usage_summary
     conn.execute(delete(s))
     conn.execute(insert(s).from_select([*_KEY, "amount"], _from_allocations()))
+    inv = t.inventories
+    conn.execute(update(inv).values(used=_allocated(inv)))
+
+
+def _allocated(inv):
+    """What the allocation rows hold of inventory row `inv` (0 when none)."""
+    a = t.allocations
+    return (select(func.coalesce(func.sum(a.c.used), 0))
+            .where(a.c.resource_provider_id == inv.c.resource_provider_id,
+                   a.c.resource_class_id == inv.c.resource_class_id)
+            .scalar_subquery())
 
 
 def recomputed(conn: Connection) -> dict[Key, int]:
@@ -130,4 +145,21 @@ def drift(conn: Connection) -> list[str]:
                 f"usage summary: project id {project}, user id {user}, consumer "
                 f"type id {kind or 'none'}, {what}: the summary holds "
                 f"{have.get(key, 0)}, the allocations give {want.get(key, 0)}")
+    inv, a = t.inventories, t.allocations
+    for rp, rc, used, allocated in conn.execute(
+            select(inv.c.resource_provider_id, inv.c.resource_class_id,
+                   inv.c.used, _allocated(inv).label("allocated"))
+            .order_by(inv.c.resource_provider_id, inv.c.resource_class_id)):
+        if used != allocated:
+            lines.append(
+                f"inventory: provider id {rp}, class id {rc}: used holds "
+                f"{used}, the allocations give {allocated}")
+    # Nothing can be allocated without an inventory row to keep its sum.
+    orphans = (select(a.c.resource_provider_id, a.c.resource_class_id).distinct()
+               .where(~select(inv.c.id).where(
+                   inv.c.resource_provider_id == a.c.resource_provider_id,
+                   inv.c.resource_class_id == a.c.resource_class_id).exists()))
+    for rp, rc in conn.execute(orphans):
+        lines.append(f"allocations: provider id {rp}, class id {rc}: "
+                     "allocated without an inventory row")
     return lines

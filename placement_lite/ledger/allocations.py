@@ -13,10 +13,11 @@ Every write follows one order inside one transaction, so racing writers
    providers a consumer merely moves away from keep their generation, and
    need no lock, since deleting one's own allocation rows can only free
    capacity;
-3. only then read usage and inventory and check capacity: the row locks we
-   now hold mean nobody can change these providers' usage until we commit,
-   and the reads (READ COMMITTED, or SQLite's single writer) see every
-   claim that committed before;
+3. only then add the write's deltas to the `used` of the inventory rows
+   it changes (one UPDATE, which locks those rows) and check capacity
+   against them: the row locks we now hold mean no other claim can raise
+   these providers' usage until we commit, and the reads (READ COMMITTED,
+   or SQLite's single writer) see every claim that committed before;
 4. write, drop consumers left without allocations, add what changed to
    the usage summary (db/usage_summary.py), run the claim checks.
 
@@ -224,12 +225,17 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
                              "resource_class_id": key[1], "used": used})
         deltas.holding(consumer.owner, consumer.id, now, 1)
     held: dict[tuple[int, int], int] = defaultdict(int)
+    moved: dict[tuple[int, int], int] = defaultdict(int)
     for _cid, rp, rc, n in old:
+        moved[(rp, rc)] -= n
         if (rp, rc) in amounts:
             held[(rp, rc)] += n
+    for key, claimed in amounts.items():
+        moved[key] += sum(claimed)
     if existing_ids:
         conn.execute(delete(t.allocations).where(
             t.allocations.c.consumer_id.in_(existing_ids)))
+    capacity.add_usage(conn, moved)
     capacity.check(conn, amounts, names_by_id,
                    {v: k for k, v in rcs.items()}, held)
     if rows:
@@ -267,15 +273,20 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     consumers.bump(conn, consumer)
     a = t.allocations
     gone = delete(a).where(a.c.consumer_id == consumer.id)
+    held = (a.c.resource_provider_id, a.c.resource_class_id, a.c.used)
     if conn.dialect.delete_returning:
-        old = conn.execute(gone.returning(a.c.resource_class_id, a.c.used)).all()
+        old = conn.execute(gone.returning(*held)).all()
     else:
-        old = conn.execute(select(a.c.resource_class_id, a.c.used)
-                           .where(a.c.consumer_id == consumer.id)).all()
+        old = conn.execute(select(*held).where(a.c.consumer_id == consumer.id)).all()
         conn.execute(gone)
+    freed: dict[tuple[int, int], int] = defaultdict(int)
+    for rp, rc, n in old:
+        freed[(rp, rc)] -= n
+    capacity.add_usage(conn, freed)
     conn.execute(delete(t.consumers).where(t.consumers.c.id == consumer.id))
     deltas = usage_summary.Deltas()
-    deltas.holding(consumer.owner, consumer.id, _by_class(old), -1)
+    deltas.holding(consumer.owner, consumer.id,
+                   _by_class((rc, n) for _rp, rc, n in old), -1)
     usage_summary.apply(conn, deltas)
 
 

@@ -1,13 +1,17 @@
-"""Does a claim fit? Checked against usage read inside the writing
-transaction, after the providers' generations were bumped, so the sums
-include every claim that committed before ours took the row locks.
+"""What is used, and does a claim fit?
+
+Each inventory row carries what is allocated of it (`used`), which every
+allocation write moves by its deltas in its own transaction (add_usage).
+A claim is checked against that row after the providers' generations were
+bumped and the deltas added, so it includes every claim that committed
+before ours took the row locks.
 """
 from __future__ import annotations
 
 import math
 from typing import Mapping, Optional
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, or_, select, update
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
@@ -21,14 +25,37 @@ MAX_AMOUNT = 2**31 - 1
 
 
 def usage(conn: Connection, provider_ids) -> dict[tuple[int, int], int]:
-    """(provider id, class id) -> sum of used, for the given providers."""
-    a = t.allocations
+    """(provider id, class id) -> what is allocated there, for the given
+    providers (classes with inventory only; nothing is allocated without)."""
+    inv = t.inventories
     rows = conn.execute(
-        select(a.c.resource_provider_id, a.c.resource_class_id,
-               func.sum(a.c.used))
-        .where(a.c.resource_provider_id.in_(sorted(set(provider_ids))))
-        .group_by(a.c.resource_provider_id, a.c.resource_class_id))
+        select(inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.used)
+        .where(inv.c.resource_provider_id.in_(sorted(set(provider_ids))),
+               inv.c.used != 0))
     return {(rp, rc): int(used) for rp, rc, used in rows}
+
+
+def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int]) -> None:
+    """Add each delta to the `used` of its (provider id, class id)
+    inventory row, in one statement.
+
+    Called by every allocation write inside its transaction. The UPDATE
+    takes the rows' locks in the order of the (provider, class) index, so
+    writers freeing capacity on providers they do not lock cannot
+    deadlock with claimers, who take the provider's lock first and these
+    rows after. A key without an inventory row changes nothing: the
+    capacity check refuses a claim there, and a write freeing it is
+    removing allocations whose inventory a reshape removed.
+    """
+    keys = sorted(k for k, d in deltas.items() if d)
+    if not keys:
+        return
+    inv = t.inventories
+    match = [and_(inv.c.resource_provider_id == rp, inv.c.resource_class_id == rc)
+             for rp, rc in keys]
+    conn.execute(update(inv).where(or_(*match)).values(
+        used=inv.c.used + case(*[(m, deltas[k]) for m, k in zip(match, keys)],
+                               else_=0)))
 
 
 def inventories(conn: Connection, provider_ids) -> dict[tuple[int, int], object]:
@@ -75,9 +102,10 @@ def check(conn: Connection,
     claims there, one per consumer: each must respect min_unit, max_unit
     and step_size, and together they must fit the free capacity.
 
-    `held` is what the writing consumers held at each key before this
-    write (their old allocations, already deleted from the usage read
-    here). A provider may hold more than its capacity (its inventory
+    Called after the write's deltas are added (add_usage), under the
+    providers' row locks: each inventory row's `used` is then the usage
+    with this write applied. `held` is what the writing consumers held at
+    each key before this write. A provider may hold more than its capacity (its inventory
     shrank under existing allocations); there a write that leaves the
     usage no higher than it was (a resize down, a consumer rewriting what
     it holds, allocations moving between the consumers written) is let
@@ -90,7 +118,6 @@ def check(conn: Connection,
         return
     providers = {rp for rp, _rc in amounts}
     invs = inventories(conn, providers)
-    used = usage(conn, providers)
     for key in sorted(amounts):
         rp, rc = key
         where = (f"'{class_names[rc]}' on resource provider "
@@ -109,7 +136,8 @@ def check(conn: Connection,
                     f"constraints: requested {amount}, min_unit {inv.min_unit}, "
                     f"max_unit {inv.max_unit}, step_size {inv.step_size}.")
         requested = sum(amounts[key])
-        current = used.get(key, 0)
+        # What the others hold: the row's usage less this write's amounts.
+        current = inv.used - requested
         cap = capacity_of(inv)
         if current + requested > cap and not (
                 held is not None and requested <= held.get(key, 0)):
