@@ -15,10 +15,13 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates.engine import Result
-from placement_lite.candidates.filters import used_subquery
 from placement_lite.candidates.reader import chunks
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
+
+
+# Ids per range statement, where the ids are dense.
+RANGE_CHUNK = 10000
 
 
 class Summary(NamedTuple):
@@ -32,8 +35,9 @@ class Summary(NamedTuple):
 @lru_cache(maxsize=64)
 def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
     """(by range, by IN list) statements of one kind, selecting providers
-    by id or by root id. Built once per process: building them cost as
-    much as running them on answers of a few hundred providers."""
+    by id or (for "providers") by root id. Built once per process:
+    building them cost as much as running them on answers of a few
+    hundred providers."""
     rp = t.resource_providers
     column = rp.c.root_provider_id if by_root else rp.c.id
     if kind == "providers":
@@ -44,19 +48,21 @@ def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
     elif kind == "inventory":
         inv = t.inventories
         rc = t.resource_classes
+        # In the order of the (provider, class) index, so the database
+        # sorts nothing and each provider's rows come by class id.
         query = (select(inv.c.resource_provider_id, rc.c.name, inv.c.total,
-                        inv.c.reserved, inv.c.allocation_ratio, used_subquery(inv))
-                 .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id)
-                              .join(rp, rp.c.id == inv.c.resource_provider_id))
-                 .order_by(inv.c.resource_class_id))
+                        inv.c.reserved, inv.c.allocation_ratio, inv.c.used)
+                 .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id))
+                 .order_by(inv.c.resource_provider_id, inv.c.resource_class_id))
+        column = inv.c.resource_provider_id
         if classes is not None:
             query = query.where(rc.c.name.in_(classes))
     else:
         rpt = t.resource_provider_traits
         tr = t.traits
         query = (select(rpt.c.resource_provider_id, tr.c.name, rpt.c.trait_id)
-                 .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id)
-                              .join(rp, rp.c.id == rpt.c.resource_provider_id)))
+                 .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id)))
+        column = rpt.c.resource_provider_id
     return (query.where(column.between(bindparam("lo"), bindparam("hi"))),
             query.where(column.in_(bindparam("ids", expanding=True))))
 
@@ -66,7 +72,15 @@ def _selecting(statements, ids: Iterable[int]):
     are dense (cheaper than a long IN list; the caller drops the extras),
     an IN list where they are sparse."""
     ranged, listed = statements
-    for part in chunks(sorted(set(ids))):
+    ids = sorted(set(ids))
+    if ids and ids[-1] - ids[0] < 2 * len(ids):
+        # Dense as a whole: a range has no parameter list to bound, so
+        # one statement covers many more ids than an IN list would
+        # (each statement is a round trip to a database server).
+        for part in chunks(ids, RANGE_CHUNK):
+            yield ranged, {"lo": part[0], "hi": part[-1]}
+        return
+    for part in chunks(ids):
         lo, hi = part[0], part[-1]
         if hi - lo < 2 * len(part):
             yield ranged, {"lo": lo, "hi": hi}
@@ -114,9 +128,12 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
         uuid_of.update(conn.execute(stmt, params).all())
 
     resources: dict = {pid: [] for pid in rows}
-    statements = _statements("inventory", whole_trees,
+    # Inventory and traits by the ids of the providers summarised (read
+    # above, whole trees included): a range of ids where they are dense,
+    # and no join to find a tree's members again.
+    statements = _statements("inventory", False,
                              None if classes is None else tuple(sorted(classes)))
-    for stmt, params in _selecting(statements, keys):
+    for stmt, params in _selecting(statements, rows):
         for pid, name, total, reserved, ratio, usage in conn.execute(
                 stmt, params).all():
             found = resources.get(pid)
@@ -128,7 +145,7 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     traits: dict = {}
     if with_traits:
         by_id: dict = {pid: [] for pid in rows}
-        for stmt, params in _selecting(_statements("traits", whole_trees), keys):
+        for stmt, params in _selecting(_statements("traits", False), rows):
             for pid, name, trait_id in conn.execute(stmt, params).all():
                 found = by_id.get(pid)
                 if found is not None:
