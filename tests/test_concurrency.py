@@ -24,10 +24,22 @@ from sqlalchemy.exc import OperationalError
 
 from placement_lite import errors
 from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
 from placement_lite.db.engine import Database
 from placement_lite.ledger import allocations, usages
 from placement_lite.ledger.allocations import ConsumerWrite
 from tests import factories, races
+
+
+@pytest.fixture(autouse=True)
+def _kept_sums_match_the_allocations(db):
+    """After every race here, what the ledger keeps summed beside the
+    allocations (each inventory row's used, the project usage summary)
+    is exactly what the allocation rows give."""
+    yield
+    with db.read() as conn:
+        assert usage_summary.drift(conn) == []
+
 
 PROCESSES = 2
 THREADS = 4

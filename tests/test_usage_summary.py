@@ -18,7 +18,7 @@ import pytest
 from alembic import command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, func, insert, inspect, select, update
+from sqlalchemy import delete, func, insert, inspect, select, text, update
 
 from placement_lite import errors
 from placement_lite.db import importer, migrate, usage_summary
@@ -206,8 +206,10 @@ def _apply(db, op) -> None:
 
 def _reset(db) -> None:
     with db.write() as conn:
-        for table in (t.allocations, t.consumers, t.usage_summary):
+        for table in (t.allocations, t.consumers):
             conn.execute(delete(table))
+        # Deleted around the ledger: what it keeps summed is recomputed.
+        usage_summary.rebuild(conn)
         known = set(conn.scalars(select(t.resource_providers.c.uuid)))
         for rp in PROVIDERS:
             if rp not in known:
@@ -345,6 +347,14 @@ def test_migration_0005_fills_the_summary_from_stored_allocations(backend):
             with database.engine.begin() as conn:
                 rp = factories.provider(conn)
                 vcpu, mem = (factories.class_id(conn, n) for n in ("VCPU", "MEMORY_MB"))
+                # Inventory in the columns revision 0004 has (nothing is
+                # allocated without an inventory row).
+                for rc in (vcpu, mem):
+                    conn.execute(text(
+                        "INSERT INTO inventories (resource_provider_id, resource_class_id,"
+                        " total, reserved, min_unit, max_unit, step_size, allocation_ratio)"
+                        " VALUES (:rp, :rc, 100000, 0, 1, 100000, 1, 1.0)"),
+                        {"rp": rp["id"], "rc": rc})
                 conn.execute(insert(t.projects), [{"external_id": p} for p in ("a", "b")])
                 conn.execute(insert(t.users), [{"external_id": u} for u in ("x", "y")])
                 conn.execute(insert(t.consumer_types), [{"name": "INSTANCE"}])
