@@ -91,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
                      "consumers, allocations, custom classes or custom traits, "
                      "delete them first (same transaction); projects, users, "
                      "consumer types and quota data are kept")
+    common(db_sub.add_parser(
+        "check", help="check that the sums kept beside the allocations (each "
+        "inventory's used, the project usage summary) agree with them; "
+        "read-only"))
     cmp_ = db_sub.add_parser(
         "compare", help="compare an OpenStack Placement database with this "
         "one, row by row (after an import; stop Placement's writers first)")
@@ -179,6 +183,8 @@ def main(argv=None) -> int:
             return _db_import(settings, args)
         if args.db_command == "compare":
             return _db_compare(settings, args)
+        if args.db_command == "check":
+            return _db_check(settings)
         return _db(settings, args)
     except StartupError as exc:
         print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
@@ -286,15 +292,39 @@ def _db_compare(settings, args) -> int:
     finally:
         database.dispose()
     print("compared: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
-    if not differences:
+    return _differences(differences)
+
+
+def _differences(lines: list, shown: int = 200) -> int:
+    """Print what differs (the first `shown` lines); the exit status."""
+    if not lines:
         print("no differences")
         return 0
-    print(f"{len(differences)} differences:")
-    for line in differences[:200]:
+    print(f"{len(lines)} differences:")
+    for line in lines[:shown]:
         print(f"  {line}")
-    if len(differences) > 200:
-        print(f"  ... and {len(differences) - 200} more")
+    if len(lines) > shown:
+        print(f"  ... and {len(lines) - shown} more")
     return 1
+
+
+def _db_check(settings) -> int:
+    """Exit 0 when every kept sum agrees with the allocation rows."""
+    from placement_lite.db import usage_summary
+    from placement_lite.server import _database_error
+    from sqlalchemy.exc import SQLAlchemyError
+
+    database = _open(settings)
+    try:
+        if not _schema_current(database, "`placement-lite db upgrade`"):
+            return 1
+        with database.read() as conn:
+            lines = usage_summary.drift(conn)
+    except (SQLAlchemyError, OSError) as exc:
+        raise _database_error(settings, exc) from None
+    finally:
+        database.dispose()
+    return _differences(lines)
 
 
 def _report(settings, args) -> int:

@@ -185,3 +185,31 @@ def test_migration_fills_used_from_stored_allocations(backend):
             assert [tuple(r) for r in rows] == [(1, 0, 5), (1, 1, 16), (2, 0, 0)]
         finally:
             db.dispose()
+
+
+def test_db_check_names_a_kept_sum_that_left_the_allocations(tmp_path, capsys):
+    from placement_lite import cli
+
+    url = f"sqlite:///{tmp_path / 'check.sqlite'}"
+    assert cli.main(["db", "check", "--db", url]) == 1
+    assert "the schema is not current" in capsys.readouterr().err
+    assert cli.main(["db", "upgrade", "--db", url]) == 0
+    db = Database(url)
+    try:
+        with db.write() as conn:
+            rp = factories.provider_with(conn, VCPU=8)
+            vcpu = factories.class_id(conn, "VCPU")
+        db.run_write(lambda conn: allocations.replace(conn, [ConsumerWrite(
+            str(uuidlib.uuid4()), "p", "u", {rp["uuid"]: {"VCPU": 3}})]))
+        capsys.readouterr()
+        assert cli.main(["db", "check", "--db", url]) == 0
+        assert capsys.readouterr().out.strip() == "no differences"
+        with db.write() as conn:
+            conn.execute(text("UPDATE inventories SET used = 2"))
+        assert cli.main(["db", "check", "--db", url]) == 1
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == "1 differences:"
+        assert out[1].strip() == (f"inventory: provider id {rp['id']}, class id "
+                                  f"{vcpu}: used holds 2, the allocations give 3")
+    finally:
+        db.dispose()
