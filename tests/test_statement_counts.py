@@ -92,16 +92,17 @@ def test_provider_load_writes(client, db):
     tx = _transactions(db, 1)
     # The new provider's insert (unless its uuid or name is taken) and
     # its root pointer; inventory: provider with inventory, class ids,
-    # generation, insert, the answer's read; traits: provider with
-    # traits, trait rows, generation, insert; aggregates: provider,
-    # generation, aggregate ids (the first use creates the row, in a
-    # savepoint, and reads it back), the provider's aggregates, insert.
+    # generation, insert (returning the rows the answer shows); traits:
+    # provider with traits, trait rows, generation, insert; aggregates:
+    # provider, generation, the aggregates asked for with the provider's
+    # (the first use creates the row, in a savepoint, and reads it back),
+    # insert.
     assert _load(client, str(uuid.uuid4()), "cn1") == [
-        2 + tx, 5 + tx, 4 + tx, 9 + tx]
+        2 + tx, 4 + tx, 4 + tx, 8 + tx]
     # Standard classes and traits, once read, are not read again; the
     # aggregate row exists.
     assert _load(client, str(uuid.uuid4()), "cn2") == [
-        2 + tx, 4 + tx, 3 + tx, 5 + tx]
+        2 + tx, 3 + tx, 3 + tx, 4 + tx]
 
 
 def test_claims(client, db):

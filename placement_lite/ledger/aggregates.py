@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, insert, literal, select, union_all
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -31,14 +31,19 @@ def provider_aggregates(conn: Connection, provider: Provider) -> list[str]:
     return list(conn.scalars(_OF_PROVIDER, {"p_id": provider.id}))
 
 
-def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
-    """uuid -> id, creating rows for uuids not seen before."""
-    wanted = sorted(set(uuids))
-    if not wanted:
-        return {}
-    found = dict(conn.execute(_BY_UUID, {"names": wanted}).all())
-    missing = [u for u in wanted if u not in found]
-    for agg_uuid in missing:
+# The aggregates asked for (uuid, id) and the ones the provider is in
+# (its links), in one round trip.
+_WANTED_AND_HELD = union_all(
+    select(literal("wanted"), _agg.c.uuid, _agg.c.id)
+    .where(_agg.c.uuid.in_(bindparam("names", expanding=True))),
+    select(literal("held"), literal(""), _rpa.c.aggregate_id)
+    .where(_rpa.c.resource_provider_id == bindparam("p_id")))
+
+
+def _create(conn: Connection, uuids: list[str]) -> dict[str, int]:
+    """uuid -> id of new aggregate rows (or of the rows a racing writer
+    created first)."""
+    for agg_uuid in uuids:
         try:
             # A savepoint, so losing a race to create the same aggregate
             # usually does not cost the caller its transaction. MariaDB may
@@ -52,9 +57,7 @@ def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
             # The other writer's row is committed by the time the unique
             # index lets us know about it, so the read below finds it.
             pass
-    if missing:
-        found.update(conn.execute(_BY_UUID, {"names": missing}).all())
-    return found
+    return dict(conn.execute(_BY_UUID, {"names": uuids}).all())
 
 
 def set_provider_aggregates(conn: Connection, provider: Provider,
@@ -75,7 +78,18 @@ def set_provider_aggregates(conn: Connection, provider: Provider,
         # Still serialise writers of this provider's links.
         conn.execute(_LOCK, {"p_id": provider.id})
         new_generation = provider.generation
-    ids = aggregate_ids(conn, uuids)
+    wanted = sorted(set(uuids))
+    ids: dict[str, int] = {}
+    held: set[int] = set()
+    for kind, agg_uuid, agg_id in conn.execute(
+            _WANTED_AND_HELD, {"names": wanted, "p_id": provider.id}):
+        if kind == "held":
+            held.add(agg_id)
+        else:
+            ids[agg_uuid] = agg_id
+    missing = [u for u in wanted if u not in ids]
+    if missing:
+        ids.update(_create(conn, missing))
     lookup.sync_provider_links(conn, _rpa, "aggregate_id", provider.id,
-                               ids.values())
+                               ids.values(), have=held)
     return new_generation

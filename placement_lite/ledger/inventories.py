@@ -108,14 +108,15 @@ def _row(row, name: str) -> Inventory:
 
 _OF_PROVIDER = (select(_inv, _rc.c.name.label("rc_name"))
                 .join(_rc, _rc.c.id == _inv.c.resource_class_id)
-                .where(_inv.c.resource_provider_id == bindparam("p_id"))
-                .order_by(_rc.c.name))
+                .where(_inv.c.resource_provider_id == bindparam("p_id")))
 
 
 def get_inventories(conn: Connection, provider: Provider) -> dict[str, Inventory]:
-    """resource class name -> Inventory for one provider."""
-    rows = conn.execute(_OF_PROVIDER, {"p_id": provider.id})
-    return {row.rc_name: _row(row, row.rc_name) for row in rows}
+    """resource class name -> Inventory for one provider, by name (sorted
+    here, so every backend and collation gives the same order)."""
+    rows = sorted((row.rc_name, row) for row in
+                  conn.execute(_OF_PROVIDER, {"p_id": provider.id}))
+    return {name: _row(row, name) for name, row in rows}
 
 
 # What a provider holds, for a write: class name -> (inventory row id,
@@ -188,13 +189,16 @@ _DELETE = delete(_inv).where(_inv.c.id.in_(bindparam("row_ids", expanding=True))
 _UPDATE = (update(_inv).where(_inv.c.id == bindparam("row_id"))
            .values({name: bindparam(f"v_{name}") for name in FIELDS + ("updated_at",)}))
 _INSERT = insert(_inv)
+_INSERT_RETURNING = insert(_inv).returning(*_inv.c)
 
 
 def _write(conn: Connection, provider: Provider,
            planned: Mapping[int, Optional[Inventory]],
-           existing: Mapping[int, int]) -> None:
+           existing: Mapping[int, int]) -> Optional[list]:
     """`existing`: class id -> inventory row id, as the provider holds
-    them under its lock."""
+    them under its lock. Returns the provider's inventory rows as stored
+    when the write itself could say (no row kept: every one is new, and
+    the database returns inserted rows), else None."""
     now = utcnow()
     gone = [existing[rc] for rc, inv in planned.items()
             if inv is None and rc in existing]
@@ -216,17 +220,36 @@ def _write(conn: Connection, provider: Provider,
     # (executemany), not one per class.
     if changed:
         conn.execute(_UPDATE, changed)
-    if new:
+    if not new:
+        return None if changed else []
+    dialect = conn.dialect
+    if changed or not (dialect.insert_returning
+                       and dialect.insert_executemany_returning):
         conn.execute(_INSERT, new)
+        return None
+    # The rows as the database stores them (MariaDB's single-precision
+    # allocation_ratio among them), as a read would give them.
+    return conn.execute(_INSERT_RETURNING, new).all()
 
 
 def _apply(conn: Connection, provider: Provider,
            planned_by_name: Mapping[str, Optional[Inventory]],
            generation: Optional[int], check_usage: bool,
            held: Optional[Held] = None) -> int:
-    """`held`: what the provider held when read before the generation
-    bump; trusted only with a `generation` to check, since then the bump
-    succeeds only if nothing changed the provider since."""
+    return _apply_and_store(conn, provider, planned_by_name, generation,
+                            check_usage, held)[0]
+
+
+def _apply_and_store(conn: Connection, provider: Provider,
+                     planned_by_name: Mapping[str, Optional[Inventory]],
+                     generation: Optional[int], check_usage: bool,
+                     held: Optional[Held] = None
+                     ) -> tuple[int, Optional[dict[str, Inventory]]]:
+    """The new generation, and the provider's inventory as stored when the
+    write returned it (else None). `held`: what the provider held when
+    read before the generation bump; trusted only with a `generation` to
+    check, since then the bump succeeds only if nothing changed the
+    provider since."""
     if generation is None:
         held = None
     known = {name: rc_id for name, (_row_id, rc_id) in (held or {}).items()}
@@ -237,11 +260,26 @@ def _apply(conn: Connection, provider: Provider,
     new_generation = bump_generation(conn, provider, generation)
     if held is None:
         held = _held(conn, provider)
+    names = {v: k for k, v in ids.items()}
     if check_usage:
-        _check_usage(conn, provider, planned, {v: k for k, v in ids.items()})
-    _write(conn, provider, planned,
-           {rc_id: row_id for row_id, rc_id in held.values()})
-    return new_generation
+        _check_usage(conn, provider, planned, names)
+    rows = _write(conn, provider, planned,
+                  {rc_id: row_id for row_id, rc_id in held.values()})
+    if rows is None:
+        return new_generation, None
+    # By name, as get_inventories orders them.
+    stored = sorted((names[row.resource_class_id], row) for row in rows)
+    return new_generation, {name: _row(row, name) for name, row in stored}
+
+
+def _planned(conn: Connection, provider: Provider,
+             inventories: Mapping[str, Inventory],
+             generation: Optional[int], held: Optional[Held]):
+    if generation is None or held is None:
+        held = _held(conn, provider)
+    planned: dict[str, Optional[Inventory]] = {name: None for name in held}
+    planned.update(inventories)
+    return planned, held
 
 
 def replace_inventories(conn: Connection, provider: Provider,
@@ -258,11 +296,24 @@ def replace_inventories(conn: Connection, provider: Provider,
     (a reshape's interim step). `held` is what provider_for_write read
     with the provider, which saves reading it again.
     """
-    if generation is None or held is None:
-        held = _held(conn, provider)
-    planned: dict[str, Optional[Inventory]] = {name: None for name in held}
-    planned.update(inventories)
+    planned, held = _planned(conn, provider, inventories, generation, held)
     return _apply(conn, provider, planned, generation, check_usage, held)
+
+
+def replace_and_read(conn: Connection, provider: Provider,
+                     inventories: Mapping[str, Inventory],
+                     generation: Optional[int],
+                     held: Optional[Held] = None
+                     ) -> tuple[int, dict[str, Inventory]]:
+    """replace_inventories, returning also the inventory as stored (what
+    get_inventories would read): from the write itself when every class
+    is new, else read back."""
+    planned, held = _planned(conn, provider, inventories, generation, held)
+    new_generation, stored = _apply_and_store(conn, provider, planned,
+                                              generation, True, held)
+    if stored is None:
+        stored = get_inventories(conn, provider)
+    return new_generation, stored
 
 
 def add_inventory(conn: Connection, provider: Provider, inv: Inventory,

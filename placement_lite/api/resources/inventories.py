@@ -80,10 +80,10 @@ class Inventories:
                       for name, rec in data["inventories"].items()}
             for inv in wanted.values():
                 inventories.validate(provider, inv, relaxed, relaxed_at=RELAXED_AT)
-            generation = inventories.replace_inventories(
+            generation, stored = inventories.replace_and_read(
                 conn, provider, wanted, data["resource_provider_generation"],
                 held=held)
-            return provider, inventories.get_inventories(conn, provider), generation
+            return provider, stored, generation
 
         with prefixed(
                 (errors.UnknownResourceClass, "Unknown resource class in "
