@@ -112,13 +112,14 @@ def test_claims(client, db):
     _count(client, "PUT", f"/allocations/{uuid.uuid4()}", _claim(rp, project, user),
            status=204)
     tx = _transactions(db, 1)
-    # One of them the usage summary's upsert.
+    # One of them the usage summary's upsert; the consumer's project, user
+    # and type are found by one query.
     assert _count(client, "PUT", f"/allocations/{uuid.uuid4()}",
-                  _claim(rp, project, user), status=204) == 13 + tx
+                  _claim(rp, project, user), status=204) == 10 + tx
     # A claim that does not fit is refused after the capacity read,
     # without writing.
     assert _count(client, "PUT", f"/allocations/{uuid.uuid4()}",
-                  _claim(rp, project, user, vcpu=32), status=409) == 11 + tx
+                  _claim(rp, project, user, vcpu=32), status=409) == 8 + tx
 
 
 def test_usages(client, db):

@@ -47,8 +47,10 @@ class Consumer:
 
 def _ensure_named(conn: Connection, table, column, value: str) -> int:
     found = conn.scalar(select(table.c.id).where(column == value))
-    if found is not None:
-        return found
+    return found if found is not None else _create_named(conn, table, column, value)
+
+
+def _create_named(conn: Connection, table, column, value: str) -> int:
     try:
         return conn.execute(insert(table).values({column.key: value})
                             ).inserted_primary_key[0]
@@ -68,6 +70,26 @@ def ensure_user(conn: Connection, external_id: str) -> int:
 
 def ensure_consumer_type(conn: Connection, name: str) -> int:
     return _ensure_named(conn, t.consumer_types, t.consumer_types.c.name, name)
+
+
+_OWNER_NAMES = ((t.projects, t.projects.c.external_id),
+                (t.users, t.users.c.external_id),
+                (t.consumer_types, t.consumer_types.c.name))
+
+
+def ensure_owner(conn: Connection, project: str, user: str,
+                 consumer_type: Optional[str]) -> tuple[int, int, Optional[int]]:
+    """Row ids of the project, user and type (None: no type), each created
+    on first use: one round trip for the three when they exist, as they
+    do for all but a project's first claims."""
+    wanted = [(table, column, value) for (table, column), value
+              in zip(_OWNER_NAMES, (project, user, consumer_type)) if value]
+    found = conn.execute(select(*(
+        select(table.c.id).where(column == value).scalar_subquery()
+        for table, column, value in wanted))).one()
+    ids = [row_id if row_id is not None else _create_named(conn, *named)
+           for row_id, named in zip(found, wanted)]
+    return ids[0], ids[1], ids[2] if len(ids) > 2 else None
 
 
 def _consumer_query():
@@ -123,10 +145,9 @@ def create(conn: Connection, uuid: str, project: str, user: str,
            consumer_type: Optional[str]) -> Consumer:
     # Written together with its first allocations, so it starts at the
     # generation a consumer has after one write.
-    values = {"uuid": uuid, "project_id": ensure_project(conn, project),
-              "user_id": ensure_user(conn, user), "generation": 1,
-              "consumer_type_id": (ensure_consumer_type(conn, consumer_type)
-                                   if consumer_type else None)}
+    owner = ensure_owner(conn, project, user, consumer_type)
+    values = {"uuid": uuid, "project_id": owner[0], "user_id": owner[1],
+              "consumer_type_id": owner[2], "generation": 1}
     try:
         new_id = conn.execute(insert(t.consumers).values(values)
                               ).inserted_primary_key[0]
@@ -136,9 +157,7 @@ def create(conn: Connection, uuid: str, project: str, user: str,
         raise errors.RaceLost(
             f"{RACE}consumer {uuid} was created by another request at the same "
             "time; re-read its allocations and try again.")
-    return Consumer(new_id, uuid, project, user, consumer_type, 1,
-                    (values["project_id"], values["user_id"],
-                     values["consumer_type_id"]))
+    return Consumer(new_id, uuid, project, user, consumer_type, 1, owner)
 
 
 def claim(conn: Connection, consumer: Consumer, project: str, user: str,
