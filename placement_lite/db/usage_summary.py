@@ -8,8 +8,9 @@ adds each delta to its row (`amount = amount + delta`), rows sorted by
 key. Adding is exact whatever other writers do meanwhile: each row
 update is atomic under the row's lock, so no increment is lost, and the
 sorted order means two writers never wait on each other's rows in a
-cycle. The rows are the last locks a write takes (after its consumers
-and providers), and are held only to its commit.
+cycle. An allocation write takes them after its consumer, provider and
+inventory rows (a reshape then rewrites the inventory of providers it
+already holds), and holds them only to its commit.
 
 A consumer counts towards its owner's consumer count while it holds at
 least one allocation row, which is what GET /usages (1.38) counts.
