@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from sqlalchemy import bindparam, delete, exists, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -246,27 +247,37 @@ def _check_unique(conn: Connection, name: str, uuid: Optional[str],
             f"Conflicting resource provider {what}{name} already exists.")
 
 
-def _insert_if_free():
-    """INSERT a provider unless its uuid or name is taken, in one
-    statement: the check and the insert are one round trip (a clash, the
-    rare case, is explained by a second query)."""
-    def param(name, column):
-        return bindparam(name, type_=column.type)
-
-    uuid, name = param("n_uuid", _rp.c.uuid), param("n_name", _rp.c.name)
-    free = (select(uuid, name, param("n_generation", _rp.c.generation),
-                   param("n_root", _rp.c.root_provider_id),
-                   param("n_parent", _rp.c.parent_provider_id),
-                   param("n_now", _rp.c.created_at))
-            .where(~exists().where(_rp.c.uuid == uuid).correlate(None),
-                   ~exists().where(_rp.c.name == name).correlate(None)))
-    return insert(_rp).from_select(
-        ["uuid", "name", "generation", "root_provider_id",
-         "parent_provider_id", "created_at"], free)
+_NEW_VALUES = dict(uuid=bindparam("n_uuid"), name=bindparam("n_name"),
+                   generation=bindparam("n_generation"),
+                   root_provider_id=bindparam("n_root"),
+                   parent_provider_id=bindparam("n_parent"),
+                   created_at=bindparam("n_now"))
+_INSERTS: dict[str, object] = {}
 
 
-_INSERT_IF_FREE = _insert_if_free()
-_INSERT_IF_FREE_RETURNING = _INSERT_IF_FREE.returning(_rp.c.id)
+def _insert_statement(dialect) -> object:
+    """INSERT a provider, returning its id where the database can.
+
+    PostgreSQL and SQLite skip a row whose uuid or name is taken (ON
+    CONFLICT DO NOTHING: no row comes back); MariaDB/MySQL refuse it with
+    a duplicate-key error, which rolls back that statement only, so the
+    transaction can still ask what clashed. Either way the insert is one
+    plain statement: an INSERT ... SELECT WHERE NOT EXISTS on the same
+    table costs MariaDB twice the CPU (a temporary table per insert)."""
+    stmt = _INSERTS.get(dialect.name)
+    if stmt is None:
+        if dialect.name == "postgresql":
+            stmt = postgresql.insert(_rp).values(_NEW_VALUES).on_conflict_do_nothing()
+        elif dialect.name == "sqlite":
+            stmt = sqlite.insert(_rp).values(_NEW_VALUES).on_conflict_do_nothing()
+        else:
+            stmt = insert(_rp).values(_NEW_VALUES)
+        if dialect.insert_returning:
+            stmt = stmt.returning(_rp.c.id)
+        stmt = _INSERTS.setdefault(dialect.name, stmt)
+    return stmt
+
+
 _SET_ROOT = (update(_rp).where(_rp.c.id == bindparam("p_id"))
              .values(root_provider_id=bindparam("p_root")))
 
@@ -298,19 +309,23 @@ def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
     params = {"n_uuid": uuid, "n_name": name, "n_generation": 0,
               "n_root": parent.root_id if parent else None,
               "n_parent": parent.id if parent else None, "n_now": now}
-    returning = conn.dialect.insert_returning
+    dialect = conn.dialect
     try:
-        result = conn.execute(
-            _INSERT_IF_FREE_RETURNING if returning else _INSERT_IF_FREE, params)
-        new_id = result.scalar() if returning else (
-            result.lastrowid if result.rowcount == 1 else None)
+        result = conn.execute(_insert_statement(dialect), params)
     except IntegrityError:
-        # A concurrent creator took the name or uuid after our check.
-        raise errors.DuplicateName(
-            f"Conflicting resource provider {name} ({uuid}) already exists.")
+        if dialect.name == "mysql":
+            # Only the INSERT was rolled back: say what clashed.
+            _check_unique(conn, name, uuid)
+        # Nothing clashes now (the provider that did, or the parent, was
+        # deleted meanwhile): a new transaction will see.
+        raise errors.RaceLost(
+            f"resource provider {name} ({uuid}) met a concurrent change; "
+            "retry.")
+    new_id = (result.scalar() if dialect.insert_returning
+              else result.inserted_primary_key[0])
     if new_id is None:
+        # Skipped by ON CONFLICT DO NOTHING: its uuid or name is taken.
         _check_unique(conn, name, uuid)
-        # The clashing provider was deleted meanwhile: try again.
         raise errors.RaceLost(
             f"resource provider {name} ({uuid}) clashed with a provider "
             "deleted meanwhile; retry.")
