@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from placement_lite.db import tables as t
 from placement_lite.ledger import lookup
-from placement_lite.ledger.providers import Provider, bump_generation
+from placement_lite.ledger.providers import ProviderRef, bump_generation
 
 _agg = t.placement_aggregates
 _rpa = t.resource_provider_aggregates
@@ -25,7 +25,7 @@ _BY_UUID = lookup.lookup_statement(_agg.c.uuid, _agg.c.id)
 _LOCK = select(_rp.c.id).where(_rp.c.id == bindparam("p_id")).with_for_update()
 
 
-def provider_aggregates(conn: Connection, provider: Provider) -> list[str]:
+def provider_aggregates(conn: Connection, provider: ProviderRef) -> list[str]:
     """The aggregate uuids of one provider, in the order the aggregates
     were first used (Placement's order: its query reads them by id)."""
     return list(conn.scalars(_OF_PROVIDER, {"p_id": provider.id}))
@@ -60,7 +60,7 @@ def _create(conn: Connection, uuids: list[str]) -> dict[str, int]:
     return dict(conn.execute(_BY_UUID, {"names": uuids}).all())
 
 
-def set_provider_aggregates(conn: Connection, provider: Provider,
+def set_provider_aggregates(conn: Connection, provider: ProviderRef,
                             uuids: Iterable[str],
                             generation: Optional[int] = None,
                             bump: bool = True) -> int:

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from placement_lite import errors
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity, providers, resource_classes
-from placement_lite.ledger.providers import Provider, bump_generation, utcnow
+from placement_lite.ledger.providers import ProviderRef, bump_generation, utcnow
 
 _inv = t.inventories
 _rc = t.resource_classes
@@ -61,7 +61,7 @@ def make(resource_class: str, data: Mapping) -> Inventory:
     return Inventory(resource_class=resource_class, **values)
 
 
-def validate(provider: Provider, inv: Inventory,
+def validate(provider: ProviderRef, inv: Inventory,
              reserved_may_equal_total: bool = True,
              relaxed_at: str = "") -> None:
     """Invalid (400) for an inventory that cannot hold anything sensible.
@@ -111,7 +111,7 @@ _OF_PROVIDER = (select(_inv, _rc.c.name.label("rc_name"))
                 .where(_inv.c.resource_provider_id == bindparam("p_id")))
 
 
-def get_inventories(conn: Connection, provider: Provider) -> dict[str, Inventory]:
+def get_inventories(conn: Connection, provider: ProviderRef) -> dict[str, Inventory]:
     """resource class name -> Inventory for one provider, by name (sorted
     here, so every backend and collation gives the same order)."""
     rows = sorted((row.rc_name, row) for row in
@@ -133,7 +133,7 @@ _HELD = (select(_inv.c.id, _inv.c.resource_class_id, _rc.c.name)
          .where(_inv.c.resource_provider_id == bindparam("p_id")))
 
 
-def provider_for_write(conn: Connection, uuid: str) -> tuple[Provider, Held]:
+def provider_for_write(conn: Connection, uuid: str) -> tuple[ProviderRef, Held]:
     """The provider (404 if none) and what it holds, in one query, for
     replace_inventories(current=...)."""
     provider, rows = providers.get_with(conn, _WITH_HELD, uuid)
@@ -141,12 +141,12 @@ def provider_for_write(conn: Connection, uuid: str) -> tuple[Provider, Held]:
                       for row in rows}
 
 
-def _held(conn: Connection, provider: Provider) -> Held:
+def _held(conn: Connection, provider: ProviderRef) -> Held:
     return {name: (row_id, rc_id) for row_id, rc_id, name
             in conn.execute(_HELD, {"p_id": provider.id})}
 
 
-def get_inventory(conn: Connection, provider: Provider,
+def get_inventory(conn: Connection, provider: ProviderRef,
                   resource_class: str) -> Inventory:
     found = get_inventories(conn, provider).get(resource_class)
     if found is None:
@@ -155,7 +155,7 @@ def get_inventory(conn: Connection, provider: Provider,
     return found
 
 
-def _check_usage(conn: Connection, provider: Provider,
+def _check_usage(conn: Connection, provider: ProviderRef,
                  planned: Mapping[int, Optional[Inventory]],
                  class_names: Mapping[int, str]) -> None:
     """InventoryInUse when a class about to be removed still has
@@ -192,7 +192,7 @@ _INSERT = insert(_inv)
 _INSERT_RETURNING = insert(_inv).returning(*_inv.c)
 
 
-def _write(conn: Connection, provider: Provider,
+def _write(conn: Connection, provider: ProviderRef,
            planned: Mapping[int, Optional[Inventory]],
            existing: Mapping[int, int]) -> Optional[list]:
     """`existing`: class id -> inventory row id, as the provider holds
@@ -232,7 +232,7 @@ def _write(conn: Connection, provider: Provider,
     return conn.execute(_INSERT_RETURNING, new).all()
 
 
-def _apply(conn: Connection, provider: Provider,
+def _apply(conn: Connection, provider: ProviderRef,
            planned_by_name: Mapping[str, Optional[Inventory]],
            generation: Optional[int], check_usage: bool,
            held: Optional[Held] = None) -> int:
@@ -240,7 +240,7 @@ def _apply(conn: Connection, provider: Provider,
                             check_usage, held)[0]
 
 
-def _apply_and_store(conn: Connection, provider: Provider,
+def _apply_and_store(conn: Connection, provider: ProviderRef,
                      planned_by_name: Mapping[str, Optional[Inventory]],
                      generation: Optional[int], check_usage: bool,
                      held: Optional[Held] = None
@@ -272,7 +272,7 @@ def _apply_and_store(conn: Connection, provider: Provider,
     return new_generation, {name: _row(row, name) for name, row in stored}
 
 
-def _planned(conn: Connection, provider: Provider,
+def _planned(conn: Connection, provider: ProviderRef,
              inventories: Mapping[str, Inventory],
              generation: Optional[int], held: Optional[Held]):
     if generation is None or held is None:
@@ -282,7 +282,7 @@ def _planned(conn: Connection, provider: Provider,
     return planned, held
 
 
-def replace_inventories(conn: Connection, provider: Provider,
+def replace_inventories(conn: Connection, provider: ProviderRef,
                         inventories: Mapping[str, Inventory],
                         generation: Optional[int],
                         check_usage: bool = True,
@@ -300,7 +300,7 @@ def replace_inventories(conn: Connection, provider: Provider,
     return _apply(conn, provider, planned, generation, check_usage, held)
 
 
-def replace_and_read(conn: Connection, provider: Provider,
+def replace_and_read(conn: Connection, provider: ProviderRef,
                      inventories: Mapping[str, Inventory],
                      generation: Optional[int],
                      held: Optional[Held] = None
@@ -316,7 +316,7 @@ def replace_and_read(conn: Connection, provider: Provider,
     return new_generation, stored
 
 
-def add_inventory(conn: Connection, provider: Provider, inv: Inventory,
+def add_inventory(conn: Connection, provider: ProviderRef, inv: Inventory,
                   generation: Optional[int] = None) -> int:
     """Add one class's inventory; 409 if the provider already has it."""
     resource_classes.ids_for(conn, [inv.resource_class])
@@ -327,7 +327,7 @@ def add_inventory(conn: Connection, provider: Provider, inv: Inventory,
     return _apply(conn, provider, {inv.resource_class: inv}, generation, True)
 
 
-def update_inventory(conn: Connection, provider: Provider, inv: Inventory,
+def update_inventory(conn: Connection, provider: ProviderRef, inv: Inventory,
                      generation: Optional[int]) -> int:
     """Change one class's existing inventory; Invalid (400) if absent,
     ResourceClassNotFound (404, as Placement answers) for an unknown class."""
@@ -341,7 +341,7 @@ def update_inventory(conn: Connection, provider: Provider, inv: Inventory,
     return _apply(conn, provider, {inv.resource_class: inv}, generation, True)
 
 
-def delete_inventory(conn: Connection, provider: Provider,
+def delete_inventory(conn: Connection, provider: ProviderRef,
                      resource_class: str,
                      generation: Optional[int] = None) -> int:
     """Remove one class's inventory; 404 if absent, 409 while allocated."""
@@ -352,7 +352,7 @@ def delete_inventory(conn: Connection, provider: Provider,
     return _apply(conn, provider, {resource_class: None}, generation, True)
 
 
-def delete_all_inventories(conn: Connection, provider: Provider,
+def delete_all_inventories(conn: Connection, provider: ProviderRef,
                            generation: Optional[int] = None) -> int:
     """Remove every inventory of the provider; 409 while any is allocated."""
     return replace_inventories(conn, provider, {}, generation)

@@ -31,21 +31,28 @@ UNSET = object()
 
 
 @dataclass(frozen=True)
-class Provider:
+class ProviderRef:
+    """A provider as a write to what it offers (inventory, traits,
+    aggregates) needs it: its row and generation, not its name or tree,
+    so reading it joins nothing."""
     id: int
     uuid: str
-    name: str
     generation: int
-    root_id: int
-    parent_id: Optional[int]
-    root_uuid: str
-    parent_uuid: Optional[str]
     created_at: Optional[dt.datetime] = None
     updated_at: Optional[dt.datetime] = None
 
     @property
     def modified(self) -> Optional[dt.datetime]:
         return self.updated_at or self.created_at
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provider(ProviderRef):
+    name: str
+    root_id: int
+    parent_id: Optional[int]
+    root_uuid: str
+    parent_uuid: Optional[str]
 
 
 def utcnow() -> dt.datetime:
@@ -85,26 +92,49 @@ _BUMP_RETURNING = _BUMP.returning(_rp.c.generation)
 _GENERATION = select(_rp.c.uuid, _rp.c.generation).where(_rp.c.id == bindparam("p_id"))
 
 
+_REF_COLUMNS = (_rp.c.id, _rp.c.uuid, _rp.c.generation, _rp.c.created_at,
+                _rp.c.updated_at)
+_REF_BY_UUID = select(*_REF_COLUMNS).where(_rp.c.uuid == bindparam("p_uuid"))
+
+
+def _ref(row) -> ProviderRef:
+    return ProviderRef(row[0], row[1], row[2], row[3], row[4])
+
+
+def _not_found(uuid: str) -> errors.ResourceProviderNotFound:
+    return errors.ResourceProviderNotFound(
+        f"No resource provider with uuid {uuid} found.")
+
+
+def get_ref(conn: Connection, uuid: str) -> ProviderRef:
+    """The provider with this uuid as a write needs it (ProviderRef); 404
+    if none."""
+    row = conn.execute(_REF_BY_UUID, {"p_uuid": uuid}).first()
+    if row is None:
+        raise _not_found(uuid)
+    return _ref(row)
+
+
 def select_with(joined, onclause, *columns):
-    """A statement reading one provider (by :p_uuid) with its rows in
-    `joined` (outer-joined on `onclause`): a write that needs the provider
-    and, say, its inventory reads both in one round trip. Build it once
-    per module and run it with `get_with`."""
-    return (_select().add_columns(*columns).outerjoin(joined, onclause)
+    """A statement reading one provider (by :p_uuid, as a ProviderRef)
+    with its rows in `joined` (outer-joined on `onclause`): a write that
+    needs the provider and, say, its inventory reads both in one round
+    trip. Build it once per module and run it with `get_with`."""
+    return (select(*_REF_COLUMNS, *columns).select_from(_rp)
+            .outerjoin(joined, onclause)
             .where(_rp.c.uuid == bindparam("p_uuid")))
 
 
-def get_with(conn: Connection, statement, uuid: str) -> tuple[Provider, list]:
+def get_with(conn: Connection, statement, uuid: str) -> tuple[ProviderRef, list]:
     """(provider, its joined rows) by a `select_with` statement; 404 if
     there is no such provider. A provider with no joined rows has one row
     of NULLs there, which is left out (its first joined column must be one
     that is never NULL in a joined row)."""
     rows = conn.execute(statement, {"p_uuid": uuid}).all()
     if not rows:
-        raise errors.ResourceProviderNotFound(
-            f"No resource provider with uuid {uuid} found.")
-    first = len(_BY_UUID.selected_columns)
-    return _provider(rows[0]), [row for row in rows if row[first] is not None]
+        raise _not_found(uuid)
+    first = len(_REF_COLUMNS)
+    return _ref(rows[0]), [row for row in rows if row[first] is not None]
 
 
 def find_by_uuid(conn: Connection, uuid: str) -> Optional[Provider]:
@@ -117,8 +147,7 @@ def get_by_uuid(conn: Connection, uuid: str) -> Provider:
     """The provider with this uuid; ResourceProviderNotFound (404) if none."""
     provider = find_by_uuid(conn, uuid)
     if provider is None:
-        raise errors.ResourceProviderNotFound(
-            f"No resource provider with uuid {uuid} found.")
+        raise _not_found(uuid)
     return provider
 
 
@@ -160,7 +189,7 @@ def _stale(uuid: str, current: int, seen: Optional[int]) -> errors.ConcurrentUpd
         f"generation {seen}. Re-read the provider and retry.")
 
 
-def bump_generation(conn: Connection, provider: Provider | int,
+def bump_generation(conn: Connection, provider: ProviderRef | int,
                     seen: Optional[int] = None) -> int:
     """Increment the provider's generation and return the new value.
 
@@ -204,7 +233,7 @@ def lock_for_claim(conn: Connection, provider_id: int) -> bool:
     return conn.execute(_BUMP, {"p_id": provider_id, "p_now": utcnow()}).rowcount == 1
 
 
-def check_generation(provider: Provider, seen: Optional[int]) -> None:
+def check_generation(provider: ProviderRef, seen: Optional[int]) -> None:
     """ConcurrentUpdate (409) at once if `seen` differs from the generation
     just read, so a stale request is told so before anything else is
     examined. The conditional UPDATE in bump_generation stays the check
@@ -213,7 +242,7 @@ def check_generation(provider: Provider, seen: Optional[int]) -> None:
         raise _stale(provider.uuid, provider.generation, seen)
 
 
-def check_generation_unchanged(provider: Provider, seen: Optional[int]) -> None:
+def check_generation_unchanged(provider: ProviderRef, seen: Optional[int]) -> None:
     """check_generation, in the words Placement uses on the traits and
     aggregates routes."""
     if seen is not None and provider.generation != seen:

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from placement_lite import errors
 from placement_lite.db import tables as t
 from placement_lite.ledger import lookup, providers
-from placement_lite.ledger.providers import Provider, bump_generation
+from placement_lite.ledger.providers import ProviderRef, bump_generation
 
 _tr = t.traits
 _rpt = t.resource_provider_traits
@@ -108,7 +108,7 @@ _OF_PROVIDER = (select(_tr).join(_rpt, _rpt.c.trait_id == _tr.c.id)
                 .where(_rpt.c.resource_provider_id == bindparam("p_id")))
 
 
-def provider_traits(conn: Connection, provider: Provider) -> list[Trait]:
+def provider_traits(conn: Connection, provider: ProviderRef) -> list[Trait]:
     return _by_name(_row(r) for r in conn.execute(_OF_PROVIDER, {"p_id": provider.id}))
 
 
@@ -123,14 +123,14 @@ _WITH_LINKS = providers.select_with(
     _rpt.c.trait_id.label("linked_trait_id"))
 
 
-def provider_for_write(conn: Connection, uuid: str) -> tuple[Provider, set[int]]:
+def provider_for_write(conn: Connection, uuid: str) -> tuple[ProviderRef, set[int]]:
     """The provider (404 if none) and the ids of its traits, in one
     query, for replace_provider_traits(held=...)."""
     provider, rows = providers.get_with(conn, _WITH_LINKS, uuid)
     return provider, {row.linked_trait_id for row in rows}
 
 
-def replace_provider_traits(conn: Connection, provider: Provider,
+def replace_provider_traits(conn: Connection, provider: ProviderRef,
                             names: Iterable[str], generation: Optional[int],
                             held: Optional[set[int]] = None
                             ) -> tuple[int, list[Trait]]:
@@ -157,14 +157,14 @@ def replace_provider_traits(conn: Connection, provider: Provider,
         for row in rows.values())
 
 
-def set_provider_traits(conn: Connection, provider: Provider,
+def set_provider_traits(conn: Connection, provider: ProviderRef,
                         names: Iterable[str],
                         generation: Optional[int]) -> int:
     """replace_provider_traits, returning only the new generation."""
     return replace_provider_traits(conn, provider, names, generation)[0]
 
 
-def delete_provider_traits(conn: Connection, provider: Provider,
+def delete_provider_traits(conn: Connection, provider: ProviderRef,
                            generation: Optional[int] = None) -> int:
     """Remove every trait from the provider; returns the new generation."""
     return set_provider_traits(conn, provider, [], generation)

@@ -43,7 +43,7 @@ class ProviderAggregates:
         checked = version.has(AGGREGATE_GENERATIONS)
 
         def replace(conn):
-            provider = providers.get_by_uuid(conn, uuid)
+            provider = providers.get_ref(conn, uuid)
             if refused:
                 raise refused
             seen = data["resource_provider_generation"] if checked else None
