@@ -222,14 +222,23 @@ class Database:
         # round trips psycopg sends for it (switching autocommit on and
         # back off is local to psycopg). MariaDB/MySQL keep a transaction:
         # switching there costs a round trip each way.
-        self._reader = (self.engine.execution_options(isolation_level="AUTOCOMMIT")
-                        if self.backend == "postgresql" else self.engine)
+        self._reader = self._reader_of = None
         # Observers (metrics) count retries without this module knowing them.
         self.on_retry: list[Callable[[BaseException], None]] = []
 
+    def _reading_engine(self) -> Engine:
+        # Derived from whatever `engine` is now (a test swaps it for one
+        # whose server is down).
+        engine = self.engine
+        if self._reader_of is not engine:
+            self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                            if self.backend == "postgresql" else engine)
+            self._reader_of = engine
+        return self._reader
+
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self._reader.connect() as conn:
+        with self._reading_engine().connect() as conn:
             with conn.begin():
                 yield conn
             # Committed: nothing for the pool to roll back.
