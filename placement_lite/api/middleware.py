@@ -52,10 +52,12 @@ class AccessLogMiddleware:
         started = getattr(req.context, "started", None)
         ms = (time.perf_counter() - started) * 1000 if started else 0.0
         status = resp.status_code
-        version = str(getattr(req.context, "microversion", "") or "")
         route = self._route(req) if self.observers else ""
         for observer in self.observers:
             observer(req.method, route, status, ms / 1000.0)
+        if not LOG.isEnabledFor(logging.INFO):
+            return
+        version = str(getattr(req.context, "microversion", "") or "")
         fields = {
             "request_id": getattr(req.context, "request_id", None),
             "method": req.method, "path": req.path, "status": status,
