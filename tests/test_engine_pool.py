@@ -16,7 +16,8 @@ if not SERVERS:
                                   "(PLACEMENT_LITE_TEST_DB_URLS)")
 
 
-@pytest.fixture(params=SERVERS or ["none"], ids=backend_id)
+@pytest.fixture(params=SERVERS or [None],
+                ids=lambda base: backend_id(base) if base else "no-server")
 def url(request):
     with fresh_url(request.param) as found:
         yield found
