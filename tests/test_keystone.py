@@ -257,3 +257,15 @@ def test_a_system_scoped_token_is_refused_on_placement_routes(db, fake_keystone,
                                   headers={"X-Auth-Token": domain_admin})
     assert refused.status_code == 403, refused.text
     assert "this token is domain-scoped" in refused.text
+
+
+def test_a_limits_route_missing_a_piece_fails_when_its_class_is_made():
+    from placement_lite.api.resources.limits import Collection, Member
+
+    with pytest.raises(TypeError, match="Half does not give list_rows, shape"):
+        class Half(Collection):
+            key = "halves"
+    with pytest.raises(TypeError, match="Row does not give delete_row"):
+        class Row(Member):
+            key = "row"
+            get_row = shape = staticmethod(lambda *a: {})

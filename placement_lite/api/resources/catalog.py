@@ -3,6 +3,8 @@
 service and region from its endpoint id)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import falcon
 
 from placement_lite.api import render, request
@@ -34,14 +36,13 @@ def render_endpoint(req, row):
             "links": {"self": f"{base_url(req)}/endpoints/{row['id']}"}}
 
 
-class _Catalog(Collection):
+class _Catalog(Collection, base=True):
     """A catalog collection: POST creates one row from the body's `member`."""
     policies = {"GET": READ, "POST": WRITE}
+    required = Collection.required + ("member", "create_schema", "create_row")
     member: str
     create_schema: dict
-
-    def create_row(self, conn, **fields) -> dict:
-        raise NotImplementedError
+    create_row: Callable[..., dict]  # (conn, **fields) -> row
 
     def fields(self, body: dict) -> dict:
         return body

@@ -9,7 +9,7 @@ GET, HEAD /v3/limits/model                the enforcement model
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import falcon
 
@@ -69,6 +69,16 @@ class Resource:
     # The reads oslo.limit makes; with quota_limits_public_read they need
     # no token (oslo.limit configured with auth_type = none sends none).
     oslo_limit_reads = False
+    # What a routed subclass must give (a base for others says base=True):
+    # checked when the class is made, so a route missing a piece fails at
+    # import, not on its first request.
+    required: tuple = ()
+
+    def __init_subclass__(cls, base: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        missing = [n for n in cls.required if not hasattr(cls, n)]
+        if missing and not base:
+            raise TypeError(f"{cls.__name__} does not give {', '.join(missing)}")
 
     def __init__(self, services):
         self.services = services
@@ -88,19 +98,16 @@ class Resource:
             return self.services.enforcer.in_force(conn)
 
 
-class Collection(Resource):
+class Collection(Resource, base=True):
     """GET of a Keystone collection: the rows `list_rows` finds for the
     query string (validated by `query_schema`, if the route takes one),
     each shaped by `shape`, under `key`, with the collection's links."""
     oslo_limit_reads = True
+    required = ("key", "list_rows", "shape")
     key: str
     query_schema: Optional[dict] = None
-
-    def list_rows(self, conn, **query) -> list:
-        raise NotImplementedError
-
-    def shape(self, req, row) -> dict:
-        raise NotImplementedError
+    list_rows: Callable[..., list]  # (conn, **query) -> rows
+    shape: Callable[[falcon.Request, dict], dict]
 
     def on_get(self, req, resp):
         query = request.query(req, self.query_schema) if self.query_schema else {}
@@ -110,21 +117,16 @@ class Collection(Resource):
                            "links": collection_links(req)})
 
 
-class Member(Resource):
+class Member(Resource, base=True):
     """GET and DELETE of one row of a Keystone collection, by the id in
     the path: `get_row` reads it (shaped by `shape`, under `key`),
     `delete_row` deletes it."""
     oslo_limit_reads = True
+    required = ("key", "get_row", "delete_row", "shape")
     key: str
-
-    def get_row(self, conn, row_id):
-        raise NotImplementedError
-
-    def delete_row(self, conn, row_id) -> None:
-        raise NotImplementedError
-
-    def shape(self, req, row) -> dict:
-        raise NotImplementedError
+    get_row: Callable[..., dict]  # (conn, row_id) -> row
+    delete_row: Callable[..., None]  # (conn, row_id)
+    shape: Callable[[falcon.Request, dict], dict]
 
     def on_get(self, req, resp, **path):
         (row_id,) = path.values()
