@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-from sqlalchemy import Float, Integer, and_, case, func, literal, or_, select, union_all
+from sqlalchemy import case, func, literal, or_, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -50,24 +50,6 @@ def _capacity(inv):
                 else_=literal(0.0))
 
 
-def _used_by_provider_class():
-    a = t.allocations
-    return (select(a.c.resource_provider_id.label("rp"),
-                   a.c.resource_class_id.label("rc"),
-                   func.sum(a.c.used).label("used"))
-            .group_by(a.c.resource_provider_id, a.c.resource_class_id)
-            .subquery("usage"))
-
-
-def _used_here(inv):
-    """SQL: what is allocated of the inventory row's class on its provider."""
-    a = t.allocations
-    return (select(func.coalesce(func.sum(a.c.used), 0))
-            .where(a.c.resource_provider_id == inv.c.resource_provider_id,
-                   a.c.resource_class_id == inv.c.resource_class_id)
-            .scalar_subquery())
-
-
 def _provider_filter(aggregates: Sequence[str], traits: Sequence[str]):
     """Conditions on a provider id column: member of every aggregate and
     holder of every trait named (uuids and trait names)."""
@@ -91,65 +73,36 @@ def class_summaries(conn: Connection, aggregates: Sequence[str] = (),
     and the histogram of free share, over the providers that are in every
     aggregate and have every trait given.
 
-    One query, the union of two grouped reads: every inventory row, for
-    the counts and capacity (a plain scan), and only the (provider,
-    class) pairs that have allocations, joined to their inventory row and
-    put in their bucket. A pair without allocations is all free: it
-    belongs in the top bucket (or the bottom one when it has no capacity)
-    without being joined to anything."""
+    One grouped read of the inventory rows, each put in its bucket by
+    its capacity and the `used` it carries (see db/tables.py)."""
     inv, rc = t.inventories, t.resource_classes
     cap = _capacity(inv)
-    zero_cap = case((cap <= 0, 1), else_=0)
-    totals = select(inv.c.resource_class_id.label("rc"),
-                    literal(-1, Integer).label("b"), func.count().label("n"),
-                    func.sum(cap).label("cap"), literal(0, Integer).label("used"),
-                    func.sum(zero_cap).label("zero"))
-    usage = _used_by_provider_class()
-    pairs = (select(inv.c.resource_class_id.label("rc"), cap.label("cap"),
-                    usage.c.used.label("used"))
-             .select_from(usage.join(inv, and_(
-                 inv.c.resource_provider_id == usage.c.rp,
-                 inv.c.resource_class_id == usage.c.rc))))
-    for cond in _provider_filter(aggregates, traits):
-        totals = totals.where(cond(inv.c.resource_provider_id))
-        pairs = pairs.where(cond(inv.c.resource_provider_id))
-    totals = totals.group_by(inv.c.resource_class_id)
-    pairs = pairs.subquery("pairs")
-    free = pairs.c.cap - pairs.c.used
+    free = cap - inv.c.used
     # Compared without dividing: free * 10 against k * capacity.
-    whens = [(or_(pairs.c.cap <= 0, free * BUCKETS < pairs.c.cap), 0)]
-    whens += [(free * BUCKETS >= k * pairs.c.cap, k) for k in range(BUCKETS - 1, 0, -1)]
-    bucketed = select(pairs.c.rc, pairs.c.cap, pairs.c.used,
-                      case(*whens, else_=0).label("b")).subquery("bucketed")
-    allocated = (select(bucketed.c.rc, bucketed.c.b, func.count().label("n"),
-                        literal(0.0, Float).label("cap"),
-                        func.sum(bucketed.c.used).label("used"),
-                        func.sum(case((bucketed.c.cap <= 0, 1), else_=0)).label("zero"))
-                 .group_by(bucketed.c.rc, bucketed.c.b))
-    both = union_all(totals, allocated).subquery("both")
+    whens = [(or_(cap <= 0, free * BUCKETS < cap), 0)]
+    whens += [(free * BUCKETS >= k * cap, k) for k in range(BUCKETS - 1, 0, -1)]
+    rows_ = (select(inv.c.resource_class_id.label("rc"), cap.label("cap"),
+                    inv.c.used.label("used"), case(*whens, else_=0).label("b")))
+    for cond in _provider_filter(aggregates, traits):
+        rows_ = rows_.where(cond(inv.c.resource_provider_id))
+    bucketed = rows_.subquery("bucketed")
+    grouped = (select(bucketed.c.rc, bucketed.c.b, func.count().label("n"),
+                      func.sum(bucketed.c.cap).label("cap"),
+                      func.sum(bucketed.c.used).label("used"))
+               .group_by(bucketed.c.rc, bucketed.c.b)).subquery("grouped")
     rows = conn.execute(
-        select(rc.c.name, both.c.b, both.c.n, both.c.cap, both.c.used, both.c.zero)
-        .select_from(both.join(rc, rc.c.id == both.c.rc)))
+        select(rc.c.name, grouped.c.b, grouped.c.n, grouped.c.cap, grouped.c.used)
+        .select_from(grouped.join(rc, rc.c.id == grouped.c.rc)))
     found: dict[str, dict] = {}
     for r in rows:
-        e = found.setdefault(r.name, {"n": 0, "cap": 0.0, "zero": 0, "used": 0,
-                                      "alloc": 0, "alloc_zero": 0,
+        e = found.setdefault(r.name, {"n": 0, "cap": 0.0, "used": 0,
                                       "hist": [0] * BUCKETS})
-        if r.b == -1:
-            e["n"], e["cap"], e["zero"] = int(r.n), float(r.cap or 0), int(r.zero or 0)
-        else:
-            e["used"] += int(r.used or 0)
-            e["alloc"] += int(r.n)
-            e["alloc_zero"] += int(r.zero or 0)
-            e["hist"][int(r.b)] += int(r.n)
-    out = []
-    for name, e in sorted(found.items()):
-        hist = e["hist"]
-        # The pairs without allocations: all free, or no capacity at all.
-        hist[BUCKETS - 1] += (e["n"] - e["zero"]) - (e["alloc"] - e["alloc_zero"])
-        hist[0] += e["zero"] - e["alloc_zero"]
-        out.append(ClassSummary(name, e["n"], _whole(e["cap"]), e["used"], tuple(hist)))
-    return out
+        e["n"] += int(r.n)
+        e["cap"] += float(r.cap or 0)
+        e["used"] += int(r.used or 0)
+        e["hist"][int(r.b)] += int(r.n)
+    return [ClassSummary(name, e["n"], _whole(e["cap"]), e["used"], tuple(e["hist"]))
+            for name, e in sorted(found.items())]
 
 
 @dataclass(frozen=True)
@@ -207,7 +160,7 @@ def inventory_usage(conn: Connection, provider_ids: Iterable[int]
     if not ids:
         return {}
     inv, rc = t.inventories, t.resource_classes
-    used = _used_here(inv)
+    used = inv.c.used
     rows = conn.execute(
         select(inv.c.resource_provider_id, rc.c.name, used.label("used"),
                _capacity(inv).label("cap"))
@@ -233,7 +186,7 @@ class InventoryRow:
 def inventories(conn: Connection, provider_id: int) -> list[InventoryRow]:
     """A provider's inventories with what is used of each, one query."""
     inv, rc = t.inventories, t.resource_classes
-    used = _used_here(inv)
+    used = inv.c.used
     rows = conn.execute(
         select(rc.c.name, inv.c.total, inv.c.reserved, inv.c.min_unit,
                inv.c.max_unit, inv.c.step_size, inv.c.allocation_ratio,

@@ -25,13 +25,10 @@ def for_provider(conn: Connection, rp_uuid: str):
     """(generation, {class: used}, stamps); classes with inventory but no
     allocations report 0."""
     provider = provider_generation(conn, rp_uuid)
-    inv, a, rc = t.inventories, t.allocations, t.resource_classes
-    used = (select(func.sum(a.c.used))
-            .where(a.c.resource_provider_id == inv.c.resource_provider_id,
-                   a.c.resource_class_id == inv.c.resource_class_id)
-            .scalar_subquery())
+    inv, rc = t.inventories, t.resource_classes
+    # Each inventory row carries what is allocated of it (db/tables.py).
     rows = conn.execute(
-        select(rc.c.name, func.coalesce(used, 0))
+        select(rc.c.name, inv.c.used)
         .join(rc, rc.c.id == inv.c.resource_class_id)
         .where(inv.c.resource_provider_id == provider.id))
     return provider.generation, {name: int(n) for name, n in rows}, [

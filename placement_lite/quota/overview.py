@@ -245,14 +245,17 @@ def nearest_limits(conn: Connection, settings, top: int) -> list[ProjectUse]:
             by_class.setdefault(src[1], []).append(name)
     if not by_class:
         return []
-    a, c, rc = t.allocations, t.consumers, t.resource_classes
+    # From the usage summary every allocation write keeps (class ids
+    # there are real classes; consumer counts use a negative id).
+    s, rc = t.usage_summary, t.resource_classes
     rows = conn.execute(
-        select(c.c.project_id, P.c.external_id, rc.c.name, func.sum(a.c.used))
-        .select_from(a.join(c, c.c.id == a.c.consumer_id)
-                     .join(rc, rc.c.id == a.c.resource_class_id)
-                     .join(P, P.c.id == c.c.project_id))
+        select(s.c.project_id, P.c.external_id, rc.c.name, func.sum(s.c.amount))
+        .select_from(s.join(rc, rc.c.id == s.c.resource_class_id)
+                     .join(P, P.c.id == s.c.project_id))
         .where(rc.c.name.in_(sorted(by_class)))
-        .group_by(c.c.project_id, P.c.external_id, rc.c.name))
+        .group_by(s.c.project_id, P.c.external_id, rc.c.name)
+        # Rows whose holders all left stay at 0; they hold nothing.
+        .having(func.sum(s.c.amount) != 0))
     found = []
     for pid, ext, cls, used in rows:
         for name in by_class[cls]:
