@@ -68,3 +68,29 @@ def test_aggregates_set_without_a_bump_meanwhile_are_replaced_not_kept(db, provi
     with db.read() as conn:
         stored = aggregates.provider_aggregates(conn, providers.get_by_uuid(conn, provider.uuid))
     assert stored == [AGG_B]
+
+
+def test_deleting_all_inventory_removes_a_class_added_just_before_the_lock(db, provider):
+    """Without a generation, what to remove is known only under the
+    provider's lock: a class another writer adds just before it goes too."""
+    from sqlalchemy import event
+
+    disk = inventories.make("DISK_GB", {"total": 100})
+    vcpu = inventories.make("VCPU", {"total": 8})
+    db.run_write(lambda conn: inventories.replace_inventories(
+        conn, providers.get_by_uuid(conn, provider.uuid), {"DISK_GB": disk}, None))
+    added = []
+
+    def just_before_the_bump(conn, cursor, statement, *args):
+        if not added and statement.lstrip().upper().startswith("UPDATE resource_providers".upper()):
+            added.append(db.run_write(lambda other: inventories.add_inventory(
+                other, providers.get_by_uuid(other, provider.uuid), vcpu)))
+
+    with db.write() as conn:
+        seen = providers.get_ref(conn, provider.uuid)
+        event.listen(conn, "before_cursor_execute", just_before_the_bump)
+        inventories.delete_all_inventories(conn, seen)
+    assert added
+    with db.read() as conn:
+        assert inventories.get_inventories(
+            conn, providers.get_by_uuid(conn, provider.uuid)) == {}

@@ -135,7 +135,7 @@ _HELD = (select(_inv.c.id, _inv.c.resource_class_id, _rc.c.name)
 
 def provider_for_write(conn: Connection, uuid: str) -> tuple[ProviderRef, Held]:
     """The provider (404 if none) and what it holds, in one query, for
-    replace_inventories(current=...)."""
+    replace_inventories(held=...)."""
     provider, rows = providers.get_with(conn, _WITH_HELD, uuid)
     return provider, {row.held_rc_name: (row.held_id, row.held_rc_id)
                       for row in rows}
@@ -235,21 +235,23 @@ def _write(conn: Connection, provider: ProviderRef,
 def _apply(conn: Connection, provider: ProviderRef,
            planned_by_name: Mapping[str, Optional[Inventory]],
            generation: Optional[int], check_usage: bool,
-           held: Optional[Held] = None) -> int:
+           held: Optional[Held] = None, whole: bool = False) -> int:
     return _apply_and_store(conn, provider, planned_by_name, generation,
-                            check_usage, held)[0]
+                            check_usage, held, whole)[0]
 
 
 def _apply_and_store(conn: Connection, provider: ProviderRef,
                      planned_by_name: Mapping[str, Optional[Inventory]],
                      generation: Optional[int], check_usage: bool,
-                     held: Optional[Held] = None
+                     held: Optional[Held] = None, whole: bool = False
                      ) -> tuple[int, Optional[dict[str, Inventory]]]:
     """The new generation, and the provider's inventory as stored when the
     write returned it (else None). `held`: what the provider held when
     read before the generation bump; trusted only with a `generation` to
     check, since then the bump succeeds only if nothing changed the
-    provider since."""
+    provider since (without one it is read again under the lock).
+    `whole`: the plan is the provider's whole inventory, so every class
+    held and not named in it is removed."""
     if generation is None:
         held = None
     known = {name: rc_id for name, (_row_id, rc_id) in (held or {}).items()}
@@ -260,6 +262,11 @@ def _apply_and_store(conn: Connection, provider: ProviderRef,
     new_generation = bump_generation(conn, provider, generation)
     if held is None:
         held = _held(conn, provider)
+    if whole:
+        for name, (_row_id, rc_id) in held.items():
+            if name not in planned_by_name:
+                ids[name] = rc_id
+                planned[rc_id] = None
     names = {v: k for k, v in ids.items()}
     if check_usage:
         _check_usage(conn, provider, planned, names)
@@ -270,16 +277,6 @@ def _apply_and_store(conn: Connection, provider: ProviderRef,
     # By name, as get_inventories orders them.
     stored = sorted((names[row.resource_class_id], row) for row in rows)
     return new_generation, {name: _row(row, name) for name, row in stored}
-
-
-def _planned(conn: Connection, provider: ProviderRef,
-             inventories: Mapping[str, Inventory],
-             generation: Optional[int], held: Optional[Held]):
-    if generation is None or held is None:
-        held = _held(conn, provider)
-    planned: dict[str, Optional[Inventory]] = {name: None for name in held}
-    planned.update(inventories)
-    return planned, held
 
 
 def replace_inventories(conn: Connection, provider: ProviderRef,
@@ -296,8 +293,8 @@ def replace_inventories(conn: Connection, provider: ProviderRef,
     (a reshape's interim step). `held` is what provider_for_write read
     with the provider, which saves reading it again.
     """
-    planned, held = _planned(conn, provider, inventories, generation, held)
-    return _apply(conn, provider, planned, generation, check_usage, held)
+    return _apply(conn, provider, inventories, generation, check_usage, held,
+                  whole=True)
 
 
 def replace_and_read(conn: Connection, provider: ProviderRef,
@@ -308,9 +305,8 @@ def replace_and_read(conn: Connection, provider: ProviderRef,
     """replace_inventories, returning also the inventory as stored (what
     get_inventories would read): from the write itself when every class
     is new, else read back."""
-    planned, held = _planned(conn, provider, inventories, generation, held)
-    new_generation, stored = _apply_and_store(conn, provider, planned,
-                                              generation, True, held)
+    new_generation, stored = _apply_and_store(conn, provider, inventories,
+                                              generation, True, held, whole=True)
     if stored is None:
         stored = get_inventories(conn, provider)
     return new_generation, stored
