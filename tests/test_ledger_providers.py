@@ -360,3 +360,12 @@ def test_shrinking_inventory_races_claims_without_overcommit(db):
         assert usage_summary.drift(conn) == []
     assert total == shrunk[-1]
     assert used == 2 + len(seen)
+
+
+def test_a_created_provider_answers_with_the_stored_creation_time(db):
+    """POST /resource_providers answers (Last-Modified) from the row it
+    wrote: it must be what a later read of the row gives."""
+    created = db.run_write(lambda conn: providers.create_provider(conn, "stamped"))
+    with db.read() as conn:
+        stored = providers.get_by_uuid(conn, created.uuid)
+    assert created.created_at == stored.created_at

@@ -83,7 +83,8 @@ def ensure_owner(conn: Connection, project: str, user: str,
     on first use: one round trip for the three when they exist, as they
     do for all but a project's first claims."""
     wanted = [(table, column, value) for (table, column), value
-              in zip(_OWNER_NAMES, (project, user, consumer_type)) if value]
+              in zip(_OWNER_NAMES, (project, user, consumer_type))
+              if value is not None]
     found = conn.execute(select(*(
         select(table.c.id).where(column == value).scalar_subquery()
         for table, column, value in wanted))).one()

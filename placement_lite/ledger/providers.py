@@ -334,7 +334,9 @@ def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
             raise errors.Invalid(
                 failed + f"parent provider UUID does not exist. No provider "
                 f"has uuid {parent_uuid}; create the parent first.")
-    now = utcnow()
+    # Whole seconds: the answer is built from this value rather than read
+    # back, and MariaDB's DATETIME would round a fraction away.
+    now = utcnow().replace(microsecond=0)
     params = {"n_uuid": uuid, "n_name": name, "n_generation": 0,
               "n_root": parent.root_id if parent else None,
               "n_parent": parent.id if parent else None, "n_now": now}
