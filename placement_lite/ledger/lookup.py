@@ -83,19 +83,33 @@ class PermanentRows:
         return found
 
 
-_PERMANENT_IDS: dict[tuple[str, str, str], PermanentRows] = {}
+# Per table with PERMANENT rows: the columns remembered, name and id first.
+_PERMANENT_COLUMNS = {
+    t.resource_classes.name: ("name", "id"),
+    t.traits.name: ("name", "id", "created_at", "updated_at"),
+}
+_PERMANENT_ROWS: dict[str, PermanentRows] = {}
+
+
+def permanent_rows(table: Table) -> PermanentRows:
+    """The one remembered-rows cache of `table` (resource classes or
+    traits), shared by every lookup of it in the process."""
+    rows = _PERMANENT_ROWS.get(table.name)
+    if rows is None:
+        columns = [table.c[c] for c in _PERMANENT_COLUMNS[table.name]]
+        rows = _PERMANENT_ROWS.setdefault(table.name, PermanentRows(
+            select(*columns).where(
+                table.c.name.in_(bindparam("names", expanding=True))),
+            PERMANENT[table.name]))
+    return rows
 
 
 def _permanent_ids(name_col: Column, id_col: Column) -> Optional[PermanentRows]:
-    keep = PERMANENT.get(name_col.table.name)
-    if keep is None or id_col is not id_col.table.c.id:
+    table = name_col.table
+    if (table.name not in PERMANENT or name_col is not table.c.name
+            or id_col is not table.c.id):
         return None
-    key = (name_col.table.name, name_col.name, id_col.name)
-    rows = _PERMANENT_IDS.get(key)
-    if rows is None:
-        rows = _PERMANENT_IDS.setdefault(
-            key, PermanentRows(lookup_statement(name_col, id_col), keep))
-    return rows
+    return permanent_rows(table)
 
 
 def ids_by_name(conn: Connection, name_col: Column, id_col: Column,

@@ -112,11 +112,9 @@ def provider_traits(conn: Connection, provider: ProviderRef) -> list[Trait]:
     return _by_name(_row(r) for r in conn.execute(_OF_PROVIDER, {"p_id": provider.id}))
 
 
-# name -> trait row; standard traits are remembered (lookup.PERMANENT).
-_ROWS = lookup.PermanentRows(
-    select(_tr.c.name, _tr.c.id, _tr.c.created_at, _tr.c.updated_at)
-    .where(_tr.c.name.in_(bindparam("names", expanding=True))),
-    lookup.PERMANENT[_tr.name])
+# name -> trait row; standard traits are remembered (lookup.PERMANENT),
+# in the same cache the name-to-id lookups use.
+_ROWS = lookup.permanent_rows(_tr)
 
 _WITH_LINKS = providers.select_with(
     _rpt, _rpt.c.resource_provider_id == t.resource_providers.c.id,
