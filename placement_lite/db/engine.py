@@ -30,6 +30,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
+from placement_lite.db import facts_log
 from placement_lite.errors import OutcomeUnknown, RetryableError
 
 LOG = logging.getLogger(__name__)
@@ -254,7 +255,10 @@ class Database:
             trans = conn.begin()
             try:
                 yield conn
+                # The facts log's heads are the last locks a write takes.
+                facts_log.flush(conn)
             except BaseException:
+                facts_log.discard(conn)
                 trans.rollback()
                 conn.info[_ENDED_CLEANLY] = True
                 raise

@@ -202,6 +202,30 @@ usage_summary = Table(
 )
 
 
+# The candidate engine keeps each process's copy of the providers' facts
+# (existence, tree, inventory but `used`, traits, aggregates: see
+# db/facts_log.py). Every write changing them logs the providers it
+# changed, per shard (provider id modulo 16), under a serial bumped in
+# the write's own transaction; a process compares its shards' serials
+# with these and reloads the providers logged since.
+#   serial  the shard's last change;
+#   floor   changes up to this serial are no longer logged (pruned, or a
+#           bulk writer reset the shard): a copy older than it reloads all.
+facts_heads = Table(
+    "facts_heads", metadata,
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+    Column("serial", BigInteger, nullable=False),
+    Column("floor", BigInteger, nullable=False),
+)
+
+facts_changes = Table(
+    "facts_changes", metadata,
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+    Column("serial", BigInteger, primary_key=True, autoincrement=False),
+    Column("provider_id", Integer, primary_key=True, autoincrement=False),
+)
+
+
 # Quota
 
 # One row per project tree (keyed by the root project's id), bumped by every
