@@ -17,6 +17,10 @@ no lock cycle; a write changing no facts (a claim) never touches them.
 Sharding keeps writers of different providers off one row (and out of
 each other's way in Galera's certification).
 
+Row -1 of the heads names the database (a random number set when the
+table is created), so a copy taken from a database since dropped and
+created again is never mistaken for a current one.
+
 A reader (`changes`) compares the serials its copy was built at with the
 heads, in the same transaction as what it then reads: a shard whose
 serial moved names the providers to read again; a shard whose floor has
@@ -53,7 +57,7 @@ _PRUNE = delete(_c).where(_c.c.shard == bindparam("p_shard"),
                           _c.c.serial <= bindparam("p_floor"))
 _RAISE_FLOOR = (update(_h).where(_h.c.shard == bindparam("p_shard"))
                 .values(floor=bindparam("p_floor")))
-_RESET_ALL = update(_h).values(serial=_h.c.serial + 1, floor=_h.c.serial + 1)
+_RESET_ALL = update(_h).where(_h.c.shard >= 0).values(serial=_h.c.serial + 1, floor=_h.c.serial + 1)
 _CHANGED = (select(_c.c.provider_id)
             .where(_c.c.shard == bindparam("p_shard"),
                    _c.c.serial > bindparam("p_since"),
@@ -115,7 +119,7 @@ def flush(conn: Connection) -> None:
 
 
 def heads(conn: Connection) -> tuple:
-    """Every shard's Head, by shard."""
+    """The database's name (row -1), then every shard's Head, by shard."""
     return tuple(Head(row.serial, row.floor) for row in conn.execute(_HEADS))
 
 
@@ -123,10 +127,10 @@ def changes(conn: Connection, since: tuple, now: tuple) -> Optional[set]:
     """The providers whose facts changed between two readings of the
     heads (`since` may be () for "never read"); None when that cannot be
     told and everything must be read again."""
-    if len(since) != len(now):
+    if len(since) != len(now) or since[0] != now[0]:
         return None
     changed: set = set()
-    for shard, (old, new) in enumerate(zip(since, now)):
+    for shard, (old, new) in enumerate(zip(since[1:], now[1:])):
         if old.serial == new.serial:
             continue
         if old.serial < new.floor or new.serial < old.serial:
