@@ -253,6 +253,10 @@ class Database:
         an error a caller or `run_write` would take for a clean failure."""
         with self._writer.connect() as conn:
             trans = conn.begin()
+            # What the facts log keeps lives on the pooled DBAPI connection:
+            # a touch made outside a write (a bare transaction) must not be
+            # logged as this one's.
+            facts_log.discard(conn)
             try:
                 yield conn
                 # The facts log's heads are the last locks a write takes.

@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
+from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity, providers, resource_classes
 from placement_lite.ledger.providers import ProviderRef, bump_generation, utcnow
@@ -216,6 +217,9 @@ def _write(conn: Connection, provider: ProviderRef,
             new.append(dict(resource_provider_id=provider.id,
                             resource_class_id=rc_id, created_at=now,
                             **inv.values()))
+    if gone or changed or new:
+        # Inventory rows (but `used`) are facts the candidate engine copies.
+        facts_log.touch(conn, (provider.id,))
     # One statement each for every changed and every new class
     # (executemany), not one per class.
     if changed:

@@ -13,6 +13,7 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.schema import Column, Table
 
 from placement_lite import errors
+from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 
 
@@ -166,9 +167,13 @@ def sync_provider_links(conn: Connection, table: Table, column: str,
             else set(have))
     target = set(target)
     gone = sorted(have - target)
+    added = sorted(target - have)
+    if gone or added:
+        # A provider's traits and aggregates are facts the candidate
+        # engine copies; a write leaving them as they were changes none.
+        facts_log.touch(conn, (provider_id,))
     if gone:
         conn.execute(delete(table).where(owner == provider_id, linked.in_(gone)))
-    added = sorted(target - have)
     if added:
         conn.execute(insert(table), [
             {"resource_provider_id": provider_id, column: value}

@@ -6,6 +6,12 @@ its parent (NULL for a root). Every change to what a provider offers
 `bump_generation`, the conditional UPDATE that is both the optimistic
 concurrency check and the row lock that serialises writers of one
 provider.
+
+A bump alone changes none of a provider's *facts* (db/facts_log: what
+the candidate engine copies: existence, tree, inventory, traits,
+aggregates); claims bump too. So the writes that change facts log them
+(facts_log.touch) where they write the rows: here for provider rows, in
+inventories._write and lookup.sync_provider_links for the rest.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite import errors
+from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 
 _rp = t.resource_providers
@@ -362,6 +369,7 @@ def create_provider(conn: Connection, name: str, uuid: Optional[str] = None,
             "deleted meanwhile; retry.")
     if parent is None:
         conn.execute(_SET_ROOT, {"p_id": new_id, "p_root": new_id})
+    facts_log.touch(conn, (new_id,))
     return Provider(
         id=new_id, uuid=uuid, name=name, generation=0,
         root_id=parent.root_id if parent else new_id,
@@ -442,6 +450,10 @@ def update_provider(conn: Connection, provider: Provider, name: str,
     if subtree:
         conn.execute(update(_rp).where(_rp.c.id.in_(sorted(subtree)))
                      .values(root_provider_id=moved_root))
+    # A rename alone changes no fact the candidate engine reads today;
+    # logged all the same, so a copy that comes to show names stays true
+    # (renames are rare). A move changes the root of the whole subtree.
+    facts_log.touch(conn, (provider.id, *subtree))
     return get_by_id(conn, provider.id)
 
 
@@ -465,6 +477,7 @@ def delete_provider(conn: Connection, provider: Provider) -> None:
         raise errors.ProviderInUse(
             f"Unable to delete resource provider {provider.uuid}: Resource "
             "provider has allocations. Delete them first.")
+    facts_log.touch(conn, (provider.id,))
     for table in (t.inventories, t.resource_provider_traits,
                   t.resource_provider_aggregates):
         conn.execute(delete(table).where(

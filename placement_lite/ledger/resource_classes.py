@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite import errors
+from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import lookup
 from placement_lite.ledger.providers import utcnow
@@ -122,6 +123,10 @@ def rename(conn: Connection, name: str, new_name: str) -> ResourceClass:
         raise errors.Conflict(f"Resource class already exists: {new_name}.")
     conn.execute(update(_rc).where(_rc.c.id == current.id)
                  .values(name=new_name, updated_at=utcnow()))
+    if new_name != name:
+        # Every provider holding the class now shows another name for it;
+        # too many to list, and renames are rare (only before 1.7).
+        facts_log.reset(conn)
     return get(conn, new_name)
 
 
