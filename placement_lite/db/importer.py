@@ -44,6 +44,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 from placement_lite.db import usage_summary
 
@@ -497,6 +498,9 @@ def _named(conn: Connection, table, column, wanted: list) -> dict:
 
 def write(conn: Connection, out: Plan) -> dict:
     """Write the plan; return the rows written per table."""
+    # Every provider's facts may change (and --force deleted the old
+    # ones): each process reloads all of them after the commit.
+    facts_log.reset(conn)
     rc = t.resource_classes
     have_classes = _ids_by_name(conn, rc, rc.c.name)
     taken = set(have_classes.values())
