@@ -262,7 +262,11 @@ class Database:
                 # The facts log's heads are the last locks a write takes.
                 facts_log.flush(conn)
             except BaseException:
-                facts_log.discard(conn)
+                # A connection lost meanwhile took what it kept with it (the
+                # pool clears it before reconnecting), and asking for it
+                # would try to reconnect at once.
+                if not conn.invalidated:
+                    facts_log.discard(conn)
                 trans.rollback()
                 conn.info[_ENDED_CLEANLY] = True
                 raise
