@@ -21,6 +21,7 @@ from placement_lite.api.resources import (
     inventories, lease, limits, projects, quota, reshaper, resource_classes,
     resource_providers, root, traits, usages)
 from placement_lite.api.services import Services
+from placement_lite.candidates.snapshot import FactsCache
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database
 from placement_lite.quota import enforce
@@ -144,7 +145,8 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     # One quota enforcer for the process: every claim check, quota check
     # and lease budget decides through it.
     services = Services(settings=settings, db=db, policy=policy,
-                        enforcer=enforce.Enforcer(settings))
+                        enforcer=enforce.Enforcer(settings),
+                        facts=FactsCache() if settings.facts_in_memory else None)
     # A process start (not a supervisor's worker, whose parent checked)
     # refuses settings that contradict the deployment's enforcement.
     enforce.reconcile(db, settings, strict=worker is None)

@@ -87,6 +87,11 @@ class Settings:
     # Bounds the combinations the candidate engine will build per request.
     max_allocation_candidates: int = 1000
     randomize_allocation_candidates: bool = False
+    # Candidates read providers' trees, inventories, traits and
+    # aggregates from each process's copy (kept fresh through the facts
+    # log: candidates/snapshot.py) and only `used` from the database.
+    # Off: every request asks the database for everything.
+    facts_in_memory: bool = True
     # Quota (unified limits). Enforcement and the model are the
     # deployment's, stored in the database: these two only seed it on the
     # first start, and a process given other values refuses to start.

@@ -8,6 +8,7 @@ from placement_lite.config import Settings
 from placement_lite.db.engine import Database
 from placement_lite.api.metrics import Metrics
 from placement_lite.api.policy import Policy
+from placement_lite.candidates.snapshot import FactsCache
 from placement_lite.ledger.allocations import ClaimCheck
 from placement_lite.quota.enforce import Enforcer
 
@@ -30,3 +31,10 @@ class Services:
     # create_app once every resource exists: the OpenAPI document is built
     # from it.
     routed: list[tuple[str, object]] = field(default_factory=list)
+    # The process's copy of the providers' facts for the candidate engine
+    # (None when settings.facts_in_memory is off).
+    facts: Optional[FactsCache] = None
+
+    def facts_now(self, conn):
+        """The copy as of `conn`'s transaction, or None to read all from SQL."""
+        return self.facts.current(conn) if self.facts is not None else None

@@ -25,9 +25,11 @@ from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import combiner, filters
 from placement_lite.candidates.facts import Sharing, Slice
+from placement_lite.candidates.memory import MemoryReader
 from placement_lite.candidates.plan import Candidate, Layout, Lookups, Plan
 from placement_lite.candidates.reader import Reader
 from placement_lite.candidates.query import CandidateRequest
+from placement_lite.candidates.snapshot import Snapshot
 from placement_lite.db import tables as t
 
 RP = t.resource_providers
@@ -54,9 +56,13 @@ class Search:
 
     def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups,
                  bound: Optional[int] = None, observer: Observer = QUIET,
-                 budget: Optional[combiner.Budget] = None):
+                 budget: Optional[combiner.Budget] = None,
+                 snapshot: Optional[Snapshot] = None):
         self.plan = Plan(req, lookups)
-        self.reader = Reader(conn, self.plan)
+        # With the process's copy of the facts, only `used` is read; the
+        # SQL reader asks the database everything.
+        self.reader = (Reader(conn, self.plan) if snapshot is None
+                       else MemoryReader(conn, self.plan, snapshot))
         self.bound = bound
         self.observer = observer
         self.budget = budget or combiner.Budget()
@@ -148,13 +154,19 @@ class Result:
     roots: dict  # provider id -> root id
     class_names: dict = field(default_factory=dict)  # class id -> name
     alone: set = field(default_factory=set)  # providers alone in their tree
+    # The reader over the process's copy of the facts, when the search
+    # used one: the summaries come from it too.
+    memory: Optional[MemoryReader] = None
 
 
 def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
          randomize: bool = False, observer: Observer = QUIET,
-         lookups: Optional[Lookups] = None) -> Result:
+         lookups: Optional[Lookups] = None,
+         snapshot: Optional[Snapshot] = None) -> Result:
     """The candidates for a parsed request, bounded by `limit` and by
-    max_candidates (<= 0: unbounded); a random sample when randomize."""
+    max_candidates (<= 0: unbounded); a random sample when randomize.
+    `snapshot`: the process's copy of the facts, read in `conn`'s
+    transaction (candidates/snapshot.py); without it, all from SQL."""
     if lookups is None:
         lookups = resolve(conn, req)
     if lookups is None:
@@ -162,7 +174,7 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     bound = max_candidates if max_candidates and max_candidates > 0 else None
     if req.limit and not randomize:
         bound = min(bound, req.limit) if bound else req.limit
-    search = Search(conn, req, lookups, bound, observer)
+    search = Search(conn, req, lookups, bound, observer, snapshot=snapshot)
     found: list = []
     for cand in search.candidates():
         found.append(cand)
@@ -171,4 +183,5 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     if randomize and req.limit and len(found) > req.limit:
         found = random.sample(found, req.limit)
     names = {rc: name for name, rc in lookups.rc_ids.items()}
-    return Result(found, search.uuids, search.roots, names, search.alone)
+    memory = search.reader if snapshot is not None else None
+    return Result(found, search.uuids, search.roots, names, search.alone, memory)

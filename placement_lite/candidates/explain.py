@@ -199,13 +199,16 @@ def _search_counts(plan: Plan, rec: Recorder, result: engine.Result,
 
 
 def explain(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
-            randomize: bool = False, providers: Sequence[str] = ()) -> Explanation:
+            randomize: bool = False, providers: Sequence[str] = (),
+            snapshot=None) -> Explanation:
     """The real answer to `req`, how each step narrowed it, and why each
-    provider named (by uuid) is not in it."""
+    provider named (by uuid) is not in it. `snapshot`: the route's copy
+    of the facts (engine.find), so the answer is the route's."""
     lookups = engine.resolve(conn, req)
     rec = Recorder()
     result = engine.find(conn, req, max_candidates, randomize, observer=rec,
-                         lookups=lookups) if lookups else engine.Result([], {}, {})
+                         lookups=lookups, snapshot=snapshot) \
+        if lookups else engine.Result([], {}, {})
     if lookups is None:
         # An in_tree naming no provider: nothing is searched.
         return Explanation({}, [Count("in_tree", "names no provider", None, None,

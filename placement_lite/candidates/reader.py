@@ -48,7 +48,7 @@ def _columns(result) -> dict:
     return {name: i for i, name in enumerate(result.keys())}
 
 
-class _Draft:
+class Draft:
     """The dicts a Facts value is made of while rows come in."""
 
     def __init__(self):
@@ -100,7 +100,7 @@ class Reader:
 
     # -- reading ------------------------------------------------------------
 
-    def _read_rows(self, where, draft: _Draft, sharing: Sharing,
+    def _read_rows(self, where, draft: Draft, sharing: Sharing,
                    in_trees: bool = True, params=None) -> bool:
         """Read the providers serving each group; False when, reading the
         trees of a slice, some slot has none there and no sharing provider
@@ -157,7 +157,7 @@ class Reader:
                     draft.add(suffix, rp, root)
         return True
 
-    def _read_inventory(self, where, draft: _Draft, params=None) -> None:
+    def _read_inventory(self, where, draft: Draft, params=None) -> None:
         if not self.plan.multi_rcs:
             return
         query = self._built("inventory", lambda: statements.inventory_select(self.plan, where),
@@ -168,7 +168,7 @@ class Reader:
                                            row.allocation_ratio)),
                 int(row.used or 0), row.max_unit)
 
-    def _read_roots(self, lo: int, hi: int, draft: _Draft) -> None:
+    def _read_roots(self, lo: int, hi: int, draft: Draft) -> None:
         """Anchor facts: root_required, and the unnumbered group's forbidden
         aggregates on roots (which span their trees, and keep sharing
         providers out of them)."""
@@ -190,7 +190,7 @@ class Reader:
             if bad:
                 draft.root_agg_bad[row.id] = bool(row.agg_bad)
 
-    def _read_parents(self, draft: _Draft, known: dict) -> None:
+    def _read_parents(self, draft: Draft, known: dict) -> None:
         """Complete the parent links of the providers read so far with
         their ancestors that serve no group (for same_subtree)."""
         while True:
@@ -209,7 +209,7 @@ class Reader:
         ids = list(self.conn.scalars(_SHARING_PROVIDERS))
         if not ids:
             return NO_SHARING
-        draft = _Draft()
+        draft = Draft()
         for part in chunks(ids):
             self._read_rows(RP.c.id.in_(part), draft, NO_SHARING, in_trees=False)
         by_key = {key: {rp for rps in roots.values() for rp in rps}
@@ -251,7 +251,7 @@ class Reader:
         """The facts of the trees rooted in [lo, hi]; None when some slot
         has no provider there (nor a sharing one)."""
         plan = self.plan
-        draft = _Draft()
+        draft = Draft()
         params = {"slice_lo": lo, "slice_hi": hi}
         if not self._read_rows(_SLICE, draft, sharing, params=params):
             return None

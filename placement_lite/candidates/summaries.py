@@ -88,14 +88,8 @@ def _selecting(statements, ids: Iterable[int]):
             yield listed, {"ids": part}
 
 
-def summarize(conn: Connection, result: Result, whole_trees: bool,
-              classes: Optional[set] = None, with_traits: bool = True,
-              with_tree: bool = True) -> list:
-    """The summaries of the providers the candidates allocate from (or of
-    their whole trees), ordered by provider id.
-
-    `classes` (names) limits the resources shown; None shows every class.
-    """
+def _allocating(result: Result) -> set:
+    """The providers the candidates allocate from."""
     used = set()
     for cand in result.candidates:
         rps = cand.providers
@@ -104,6 +98,18 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
             used.update(rps)
         else:
             used.update(rps[pos] for pos in allocating)
+    return used
+
+
+def summarize(conn: Connection, result: Result, whole_trees: bool,
+              classes: Optional[set] = None, with_traits: bool = True,
+              with_tree: bool = True) -> list:
+    """The summaries of the providers the candidates allocate from (or of
+    their whole trees), ordered by provider id.
+
+    `classes` (names) limits the resources shown; None shows every class.
+    """
+    used = _allocating(result)
     if not used:
         return []
     if whole_trees:
@@ -162,3 +168,19 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
             uuid_of.get(row[2]) if with_tree else None,
             uuid_of[row[3]] if with_tree else None))
     return out
+
+
+def provider_ids(result: Result, whole_trees: bool) -> list:
+    """With a search over the process's copy of the facts: the ids of
+    the providers to summarise, ascending, their `used` read (into
+    result.memory.used)."""
+    reader = result.memory
+    snap = reader.snap
+    used = _allocating(result)
+    if whole_trees:
+        members = snap.members
+        ids = sorted(rp for root in {snap.root[p] for p in used} for rp in members[root])
+    else:
+        ids = sorted(used)
+    reader.read_used(ids)
+    return ids

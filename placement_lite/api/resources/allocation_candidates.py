@@ -71,25 +71,71 @@ def _requests_dict(result, with_mappings) -> str:
     return "[%s]" % ",".join(out)
 
 
+def _summary_text(uuid, resources, traits, parent_uuid, root_uuid, with_traits,
+                  with_tree, names: dict) -> str:
+    """One provider's summary; resources are (class name, capacity, used
+    as text). `names` memoises quoted class names."""
+    parts = []
+    for name, capacity, used in resources:
+        q = names.get(name)
+        if q is None:
+            q = names[name] = quote(name)
+        parts.append('%s:{"capacity":%d,"used":%s}' % (q, capacity, used))
+    text = '%s:{"resources":{%s}' % (quote(uuid), ",".join(parts))
+    if with_traits:
+        text += ',"traits":[%s]' % ",".join(map(quote, traits))
+    if with_tree:
+        text += ',"parent_provider_uuid":%s,"root_provider_uuid":%s' % (
+            quote(parent_uuid) if parent_uuid is not None else "null",
+            quote(root_uuid))
+    return text + "}"
+
+
 def _summaries(sums, with_traits, with_tree) -> str:
-    names: dict = {}  # class name -> quoted, once per request
+    names: dict = {}
+    return "{%s}" % ",".join(
+        _summary_text(s.uuid, [(n, c, str(u)) for n, c, u in s.resources],
+                      s.traits, s.parent_uuid, s.root_uuid, with_traits,
+                      with_tree, names)
+        for s in sums)
+
+
+def _memory_summaries(result, whole_trees, classes, with_traits, with_tree) -> str:
+    """The summaries from the process's copy of the facts. A provider's
+    text but for its usage is the same on every request while the copy
+    lasts, so it is made once per copy, as a %-template, and each
+    request fills in the `used` it read."""
+    snap = result.memory.snap
+    key = ("summary", with_traits, with_tree,
+           None if classes is None else frozenset(classes))
+    templates = snap.memo.setdefault(key, {})
+    used = result.memory.used
     out = []
-    for s in sums:
-        resources = []
-        for name, capacity, used in s.resources:
-            q = names.get(name)
-            if q is None:
-                q = names[name] = quote(name)
-            resources.append('%s:{"capacity":%d,"used":%d}' % (q, capacity, used))
-        text = '%s:{"resources":{%s}' % (quote(s.uuid), ",".join(resources))
-        if with_traits:
-            text += ',"traits":[%s]' % ",".join(map(quote, s.traits))
-        if with_tree:
-            text += ',"parent_provider_uuid":%s,"root_provider_uuid":%s' % (
-                quote(s.parent_uuid) if s.parent_uuid is not None else "null",
-                quote(s.root_uuid))
-        out.append(text + "}")
+    for pid in summaries.provider_ids(result, whole_trees):
+        found = templates.get(pid)
+        if found is None:
+            found = templates[pid] = _template_of(snap, pid, classes, with_traits,
+                                                  with_tree)
+        text, rcs = found
+        out.append(text % tuple([used.get((pid, rc), 0) for rc in rcs]) if rcs else text)
     return "{%s}" % ",".join(out)
+
+
+def _template_of(snap, pid, classes, with_traits, with_tree) -> tuple:
+    names = snap.class_names
+    rows = [(rc, row) for rc, row in sorted(snap.inventory[pid].items())
+            if classes is None or names[rc] in classes]
+    parent = snap.parent[pid]
+    text = _summary_text(
+        snap.uuid[pid], [(names[rc], int(row.capacity), "%d") for rc, row in rows],
+        [snap.trait_names[i].replace("%", "%%") for i in sorted(snap.traits[pid])]
+        if with_traits else None,
+        snap.uuid[parent] if parent is not None else None, snap.uuid[snap.root[pid]],
+        with_traits, with_tree, {})
+    if not rows:
+        # No placeholder: the text is used as it is, so no %% either.
+        text = text.replace("%%", "%")
+    return text, tuple(rc for rc, _row in rows)
 
 
 class AllocationCandidates:
@@ -111,12 +157,18 @@ class AllocationCandidates:
         started = time.perf_counter()
         with self.services.db.read() as conn:
             result = engine.find(conn, wanted, settings.max_allocation_candidates,
-                                 settings.randomize_allocation_candidates)
+                                 settings.randomize_allocation_candidates,
+                                 snapshot=self.services.facts_now(conn))
             classes = None if version.has(ALL_RESOURCES_IN_SUMMARIES) \
                 else wanted.resource_class_names()
-            sums = summaries.summarize(conn, result, wanted.nested_aware,
-                                       classes, with_traits=with_traits,
-                                       with_tree=with_tree)
+            if result.memory is not None:
+                sums = _memory_summaries(result, wanted.nested_aware, classes,
+                                         with_traits, with_tree)
+            else:
+                sums = _summaries(summaries.summarize(
+                    conn, result, wanted.nested_aware, classes,
+                    with_traits=with_traits, with_tree=with_tree),
+                    with_traits, with_tree)
         metrics = self.services.metrics
         if metrics is not None:
             metrics.observe_candidate_search(time.perf_counter() - started)
@@ -126,5 +178,5 @@ class AllocationCandidates:
             reqs = _requests_list(result)
         resp.content_type = falcon.MEDIA_JSON
         resp.data = ('{"allocation_requests":%s,"provider_summaries":%s}' % (
-            reqs, _summaries(sums, with_traits, with_tree))).encode()
+            reqs, sums)).encode()
         render.cache_headers(req, resp)

@@ -95,4 +95,5 @@ def run(services, params: dict, version) -> explain.Explanation:
     with services.db.read() as conn:
         return explain.explain(conn, wanted, settings.max_allocation_candidates,
                                settings.randomize_allocation_candidates,
-                               list(dict.fromkeys(named)))
+                               list(dict.fromkeys(named)),
+                               snapshot=services.facts_now(conn))

@@ -1,0 +1,294 @@
+"""The candidate engine's reader over a process's copy of the facts.
+
+It answers what candidates/reader.py answers, Facts value for Facts
+value, but takes the providers' trees, inventories, traits and
+aggregates from a Snapshot (candidates/snapshot.py) and reads from the
+database only what claims change: each inventory row's `used`, for the
+trees of one slice at a time. Its filters are those of
+candidates/steps.py, the same steps the SQL reader runs as clauses, here
+as set tests; tests/test_candidates_memory.py holds the two readers to
+the same answers.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.engine import Connection
+
+from placement_lite.candidates.facts import NO_SHARING, Room, Sharing, Slice
+from placement_lite.candidates.filters import known_ids
+from placement_lite.candidates.plan import Plan
+from placement_lite.candidates.reader import Draft, chunks
+from placement_lite.candidates.snapshot import Snapshot
+from placement_lite.db import tables as t
+
+_INV = t.inventories
+_USED = select(_INV.c.resource_provider_id, _INV.c.resource_class_id, _INV.c.used)
+# Rows with nothing used are not read: absent means 0.
+_USED_RANGE = _USED.where(
+    _INV.c.resource_provider_id.between(bindparam("lo"), bindparam("hi")),
+    _INV.c.used != 0)
+_USED_LISTED = _USED.where(
+    _INV.c.resource_provider_id.in_(bindparam("ids", expanding=True)),
+    _INV.c.used != 0)
+# Ids per range statement where they are dense.
+RANGE_CHUNK = 10000
+
+
+class _Terms:
+    """A group's filters as id sets, worked out once per request."""
+
+    def __init__(self, group, lk, suffix: str):
+        self.any_of = tuple(frozenset(known_ids(s, lk.trait_ids)) for s in group.required)
+        self.forbidden = frozenset(known_ids(group.forbidden, lk.trait_ids))
+        self.member_of = tuple(frozenset(known_ids(s, lk.agg_ids)) for s in group.member_of)
+        self.bad_aggs = frozenset(known_ids(group.forbidden_aggs, lk.agg_ids))
+        self.tree_root = lk.tree_roots.get(suffix) if group.in_tree else None
+        self.in_tree = bool(group.in_tree)
+
+    def member(self, aggs: frozenset) -> bool:
+        return all(not aggs.isdisjoint(s) for s in self.member_of)
+
+
+class MemoryReader:
+    def __init__(self, conn: Connection, plan: Plan, snapshot: Snapshot):
+        self.conn = conn
+        self.plan = plan
+        self.snap = snapshot
+        self.has_sharing = False
+        # (rp, class id) -> used, for every provider in `used_read`.
+        self.used: dict = {}
+        self.used_read: set = set()
+        g = plan.unnumbered
+        self._unnumbered = _Terms(g, plan.lookups, "") if g is not None else None
+        self._numbered = [(suffixes, _Terms(plan.req.groups[suffixes[0]],
+                                            plan.lookups, suffixes[0]))
+                          for suffixes in plan.alike_numbered]
+
+    # -- used ---------------------------------------------------------------
+
+    def read_used(self, ids: Iterable[int]) -> None:
+        """Read `used` for the inventory of these providers (those not
+        read yet in this request)."""
+        ids = sorted(set(ids) - self.used_read)
+        if not ids:
+            return
+        self.used_read.update(ids)
+        used = self.used
+        for stmt, params in _selecting(ids):
+            for rp, rc, n in self.conn.execute(stmt, params):
+                used[(rp, rc)] = n
+
+    # -- the filters ----------------------------------------------------------
+
+    def _unnumbered_rows(self, providers, draft: Draft, in_trees: bool) -> None:
+        """The providers (in (root, id) order) able to serve some class
+        of the unnumbered group, as SQL reader's unnumbered_select."""
+        snap, terms = self.snap, self._unnumbered
+        wanted = self.plan.wanted
+        need_all = in_trees and not self.has_sharing
+        used = self.used
+        members = snap.members
+        keys = [("", rc) for rc, _amount in wanted]
+        for rp in providers:
+            inv = snap.inventory[rp]
+            flags = []
+            for rc, amount in wanted:
+                row = inv.get(rc)
+                flags.append(row is not None and row.fits(used.get((rp, rc), 0), amount))
+            if not any(flags):
+                continue
+            traits = snap.traits[rp]
+            if terms.forbidden and not traits.isdisjoint(terms.forbidden):
+                continue
+            root = snap.root[rp]
+            if terms.in_tree and root != terms.tree_root:
+                continue
+            aggs = snap.aggregates[rp]
+            trait_flags = tuple(not traits.isdisjoint(s) for s in terms.any_of)
+            alone = len(members[root]) == 1
+            if in_trees:
+                if terms.member_of and not terms.member(aggs) and (
+                        rp == root or not terms.member(snap.aggregates[root])):
+                    continue
+                if terms.bad_aggs and not (aggs.isdisjoint(terms.bad_aggs) and
+                                           snap.aggregates[root].isdisjoint(terms.bad_aggs)):
+                    continue
+                if need_all and alone and not (all(flags) and all(trait_flags)):
+                    continue
+            else:
+                if terms.member_of:
+                    draft.agg_ok[rp] = terms.member(aggs)
+                if self.plan.unnumbered.forbidden_aggs:
+                    draft.agg_bad[rp] = not aggs.isdisjoint(terms.bad_aggs)
+            draft.provider(rp, root, snap.uuid[rp], snap.parent[rp])
+            if alone:
+                draft.alone.add(rp)
+            for key, flag in zip(keys, flags):
+                if flag:
+                    draft.add(key, rp, root)
+            if terms.any_of:
+                draft.trait_flags[rp] = trait_flags
+
+    def _numbered_rows(self, providers, terms: _Terms, resources) -> list:
+        snap, used = self.snap, self.used
+        out = []
+        for rp in providers:
+            inv = snap.inventory[rp]
+            if not all(rc in inv and inv[rc].fits(used.get((rp, rc), 0), amount)
+                       for rc, amount in resources):
+                continue
+            traits = snap.traits[rp]
+            if not all(not traits.isdisjoint(s) for s in terms.any_of):
+                continue
+            if terms.forbidden and not traits.isdisjoint(terms.forbidden):
+                continue
+            aggs = snap.aggregates[rp]
+            if terms.member_of and not terms.member(aggs):
+                continue
+            if terms.bad_aggs and not aggs.isdisjoint(terms.bad_aggs):
+                continue
+            if terms.in_tree and snap.root[rp] != terms.tree_root:
+                continue
+            out.append(rp)
+        return out
+
+    def _rows(self, providers: list, draft: Draft, sharing: Sharing,
+              in_trees: bool = True) -> bool:
+        """As Reader._read_rows, over `providers` in (root, id) order."""
+        plan, snap = self.plan, self.snap
+        if self._unnumbered is not None:
+            self._unnumbered_rows(providers, draft, in_trees)
+            if in_trees and any(key not in draft.rows and key not in sharing.by_key
+                                for key in (("", rc) for rc, _a in plan.wanted)):
+                return False
+        rc_ids = plan.lookups.rc_ids
+        for suffixes, terms in self._numbered:
+            for suffix in suffixes:
+                draft.rows.setdefault(suffix, {})
+            group = plan.req.groups[suffixes[0]]
+            resources = [(rc_ids[name], amount)
+                         for name, amount in sorted(group.resources.items())]
+            rows = self._numbered_rows(providers, terms, resources)
+            if not rows and in_trees and suffixes[0] not in sharing.by_key:
+                return False
+            for rp in rows:
+                root = snap.root[rp]
+                draft.provider(rp, root, snap.uuid[rp], snap.parent[rp])
+                for suffix in suffixes:
+                    draft.add(suffix, rp, root)
+        return True
+
+    def _inventory(self, providers: Iterable[int], draft: Draft) -> None:
+        multi = self.plan.multi_rcs
+        if not multi:
+            return
+        snap, used = self.snap, self.used
+        for rp in providers:
+            for rc, row in snap.inventory[rp].items():
+                if rc in multi:
+                    draft.inventory[(rp, rc)] = Room(
+                        int(row.capacity), used.get((rp, rc), 0), row.max_unit)
+
+    def _roots(self, roots: list, draft: Draft) -> None:
+        """As Reader._read_roots: root_required, and the unnumbered
+        group's forbidden aggregates on roots."""
+        plan, snap = self.plan, self.snap
+        lk = plan.lookups
+        g = plan.unnumbered
+        bad = g is not None and g.forbidden_aggs
+        bad_ids = frozenset(known_ids(g.forbidden_aggs, lk.agg_ids)) if bad else ()
+        required = [frozenset(known_ids({n}, lk.trait_ids)) for n in plan.req.root_required]
+        forbidden = frozenset(known_ids(plan.req.root_forbidden, lk.trait_ids))
+        for root in roots:
+            traits = snap.traits[root]
+            if not all(not traits.isdisjoint(s) for s in required):
+                continue
+            if forbidden and not traits.isdisjoint(forbidden):
+                continue
+            draft.root_ok.add(root)
+            if bad:
+                draft.root_agg_bad[root] = not snap.aggregates[root].isdisjoint(bad_ids)
+
+    def _parents(self, draft: Draft, known: dict) -> None:
+        parent = self.snap.parent
+        while True:
+            missing = {p for p in draft.parent.values()
+                       if p is not None and p not in draft.parent and p not in known}
+            if not missing:
+                return
+            for p in missing:
+                draft.parent[p] = parent[p]
+
+    # -- the reader's interface (see engine.Search) ---------------------------
+
+    def sharing(self) -> Sharing:
+        snap = self.snap
+        ids = snap.sharing
+        if not ids:
+            return NO_SHARING
+        self.read_used(ids)
+        draft = Draft()
+        root = snap.root
+        for part in chunks(ids):
+            self._rows(sorted(part, key=lambda rp: (root[rp], rp)), draft,
+                       NO_SHARING, in_trees=False)
+        by_key = {key: {rp for rps in roots.values() for rp in rps}
+                  for key, roots in draft.rows.items()}
+        eligible = set().union(*by_key.values()) if by_key else set()
+        if not eligible:
+            return Sharing(draft.facts(), {}, {})
+        self._inventory(sorted(eligible), draft)
+        anchors: dict = {}
+        for ss in eligible:
+            for agg in snap.aggregates[ss]:
+                for member in snap.in_aggregate.get(agg, ()):
+                    anchors.setdefault(root[member], set()).add(ss)
+        for ss in eligible:
+            anchors.setdefault(draft.root[ss], set()).add(ss)
+        if self.plan.need_parents:
+            self._parents(draft, {})
+        self.has_sharing = True
+        return Sharing(draft.facts(), by_key, anchors)
+
+    def bounds(self) -> Optional[tuple]:
+        return self.snap.bounds()
+
+    def slice(self, lo: int, hi: int, sharing: Sharing) -> Optional[Slice]:
+        plan, snap = self.plan, self.snap
+        roots = snap.roots_between(lo, hi)
+        providers = [rp for r in roots for rp in snap.members[r]]
+        self.read_used(providers)
+        draft = Draft()
+        if not self._rows(providers, draft, sharing):
+            return None
+        anchors = set()
+        for rows in draft.rows.values():
+            anchors.update(rows)
+        anchors.update(a for a in sharing.anchors if lo <= a <= hi)
+        offered = frozenset(anchors)
+        if anchors:
+            self._inventory(providers, draft)
+            g = plan.unnumbered
+            if plan.req.root_required or plan.req.root_forbidden or (
+                    sharing.anchors and g is not None and g.forbidden_aggs):
+                self._roots(roots, draft)
+                anchors &= draft.root_ok
+            if plan.need_parents:
+                self._parents(draft, sharing.facts.parent)
+        return Slice(lo, hi, draft.facts(), tuple(sorted(anchors)), offered)
+
+
+def _selecting(ids: list):
+    """(statement, parameters) pairs reading `used` for sorted `ids`: a
+    range where they are dense, IN lists where they are sparse."""
+    if ids[-1] - ids[0] < 2 * len(ids):
+        for part in chunks(ids, RANGE_CHUNK):
+            yield _USED_RANGE, {"lo": part[0], "hi": part[-1]}
+        return
+    for part in chunks(ids):
+        if part[-1] - part[0] < 2 * len(part):
+            yield _USED_RANGE, {"lo": part[0], "hi": part[-1]}
+        else:
+            yield _USED_LISTED, {"ids": part}

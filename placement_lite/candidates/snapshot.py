@@ -1,0 +1,247 @@
+"""Each process's copy of the providers' facts, never stale.
+
+The candidate engine asks the same questions of every provider on every
+request: which tree it is in, what inventory it has, which traits and
+aggregates. Those facts change when an operator or a compute agent
+writes them, not when a claim is made, so each process keeps them in
+memory (a Snapshot) and only `used` is read per request.
+
+Freshness comes from the database's facts log (db/facts_log.py): every
+write changing facts logs the providers it changed, in its own
+transaction. `FactsCache.current(conn)` reads the log's heads first, in
+the request's own read transaction; when they moved it reads again the
+providers logged since (or everything, when the log cannot tell) and
+only then answers. A snapshot is never changed once built: a refresh
+builds a new one, so a request holds one consistent copy throughout.
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+from typing import Iterable, NamedTuple, Optional
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.engine import Connection
+
+from placement_lite.db import facts_log
+from placement_lite.db import tables as t
+from placement_lite.ledger import capacity
+
+RP = t.resource_providers
+INV = t.inventories
+RPT = t.resource_provider_traits
+RPA = t.resource_provider_aggregates
+IN_CHUNK = 500
+
+
+class Inventory(NamedTuple):
+    """One inventory row as the engine checks it (all but `used`)."""
+    capacity: float  # (total - reserved) * allocation_ratio; 0 if not finite
+    min_unit: int
+    max_unit: int
+    step_size: int
+
+    def fits(self, used: int, amount: int) -> bool:
+        """`amount` more fits beside `used`, within the unit limits."""
+        # A step of 0 (written by some other tool) lets nothing through,
+        # as in SQL, where `amount % 0` is NULL.
+        return (self.min_unit <= amount <= self.max_unit
+                and self.step_size > 0 and amount % self.step_size == 0
+                and self.capacity >= used + amount)
+
+
+def _statements():
+    ids = bindparam("ids", expanding=True)
+    return {
+        "providers": select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id,
+                            RP.c.root_provider_id),
+        "inventory": select(INV.c.resource_provider_id, INV.c.resource_class_id,
+                            INV.c.total, INV.c.reserved, INV.c.allocation_ratio,
+                            INV.c.min_unit, INV.c.max_unit, INV.c.step_size),
+        "traits": select(RPT.c.resource_provider_id, RPT.c.trait_id),
+        "aggregates": select(RPA.c.resource_provider_id, RPA.c.aggregate_id),
+    }, {
+        "providers": RP.c.id.in_(ids),
+        "inventory": INV.c.resource_provider_id.in_(ids),
+        "traits": RPT.c.resource_provider_id.in_(ids),
+        "aggregates": RPA.c.resource_provider_id.in_(ids),
+    }
+
+
+_ALL, _WHERE = _statements()
+_SOME = {kind: stmt.where(_WHERE[kind]) for kind, stmt in _ALL.items()}
+_TRAIT_NAMES = select(t.traits.c.id, t.traits.c.name)
+_CLASS_NAMES = select(t.resource_classes.c.id, t.resource_classes.c.name)
+
+
+class Snapshot:
+    """Every provider's facts at one reading of the facts log's heads.
+
+    Not changed after it is built; refreshed by building another.
+    """
+
+    __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
+                 "inventory", "traits", "aggregates", "trait_names",
+                 "class_names", "sharing", "in_aggregate", "memo")
+
+    def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
+                 inventory: dict, traits: dict, aggregates: dict,
+                 trait_names: dict, class_names: dict):
+        self.heads = heads
+        self.uuid = uuid  # rp -> uuid
+        self.parent = parent  # rp -> parent id or None
+        self.root = root  # rp -> root id
+        self.inventory = inventory  # rp -> {class id: Inventory}
+        self.traits = traits  # rp -> frozenset of trait ids
+        self.aggregates = aggregates  # rp -> frozenset of aggregate ids
+        self.trait_names = trait_names  # trait id -> name
+        self.class_names = class_names  # resource class id -> name
+        members: dict = {}
+        for rp in sorted(root):
+            members.setdefault(root[rp], []).append(rp)
+        self.members = {r: tuple(m) for r, m in members.items()}  # root -> ids
+        self.roots = sorted(self.members)
+        shares = next((i for i, n in trait_names.items()
+                       if n == "MISC_SHARES_VIA_AGGREGATE"), None)
+        self.sharing = tuple(sorted(rp for rp, ts in traits.items() if shares in ts))
+        in_aggregate: dict = {}
+        for rp, aggs in aggregates.items():
+            for agg in aggs:
+                in_aggregate.setdefault(agg, []).append(rp)
+        self.in_aggregate = in_aggregate  # aggregate id -> [rp, ...]
+        # Values its users derive from this copy, per provider id, each
+        # from that provider's facts alone (the answer's text of each
+        # provider but for usage, say): a refresh keeps those of the
+        # providers it did not read again.
+        self.memo: dict = {}
+
+    def roots_between(self, lo: int, hi: int) -> list:
+        roots = self.roots
+        return roots[bisect.bisect_left(roots, lo):bisect.bisect_right(roots, hi)]
+
+    def bounds(self) -> Optional[tuple]:
+        """The lowest and highest provider id, or None with no provider."""
+        if not self.root:
+            return None
+        return min(self.root), max(self.root)
+
+
+class _Rows:
+    """The dicts a Snapshot is built from, filled from result rows; a
+    provider's facts come as one kind of row each. Equal values are
+    shared (a cloud has few distinct inventories and trait sets)."""
+
+    def __init__(self):
+        self.uuid, self.parent, self.root = {}, {}, {}
+        self.inventory, self.traits, self.aggregates = {}, {}, {}
+        self._same: dict = {}
+
+    def _shared(self, value):
+        return self._same.setdefault(value, value)
+
+    def read(self, conn: Connection, statements: dict, params: Optional[dict]) -> None:
+        for rp, uuid, parent, root in conn.execute(statements["providers"], params):
+            self.uuid[rp] = uuid
+            self.parent[rp] = parent
+            self.root[rp] = root
+        inventory: dict = {}
+        for rp, rc, total, reserved, ratio, lo, hi, step in conn.execute(
+                statements["inventory"], params):
+            inventory.setdefault(rp, {})[rc] = self._shared(Inventory(
+                capacity.capacity_from(total, reserved, ratio), lo, hi, step))
+        traits: dict = {}
+        for rp, trait in conn.execute(statements["traits"], params):
+            traits.setdefault(rp, []).append(trait)
+        aggregates: dict = {}
+        for rp, agg in conn.execute(statements["aggregates"], params):
+            aggregates.setdefault(rp, []).append(agg)
+        for rp in self.uuid:
+            # Rows of a provider deleted between the statements are dropped.
+            self.inventory[rp] = inventory.get(rp, {})
+            self.traits[rp] = self._shared(frozenset(traits.get(rp, ())))
+            self.aggregates[rp] = self._shared(frozenset(aggregates.get(rp, ())))
+
+
+def _chunks(ids: Iterable[int]):
+    ids = sorted(ids)
+    for i in range(0, len(ids), IN_CHUNK):
+        yield ids[i:i + IN_CHUNK]
+
+
+def load(conn: Connection, heads: tuple) -> Snapshot:
+    """Everything, read again."""
+    rows = _Rows()
+    rows.read(conn, _ALL, None)
+    return Snapshot(heads, rows.uuid, rows.parent, rows.root, rows.inventory,
+                    rows.traits, rows.aggregates, dict(conn.execute(_TRAIT_NAMES).all()),
+                    dict(conn.execute(_CLASS_NAMES).all()))
+
+
+def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snapshot:
+    """`old` with the facts of the `changed` providers read again (a
+    provider no longer found was deleted)."""
+    rows = _Rows()
+    for part in _chunks(changed):
+        rows.read(conn, _SOME, {"ids": part})
+    maps = [dict(m) for m in (old.uuid, old.parent, old.root, old.inventory,
+                              old.traits, old.aggregates)]
+    for rp in changed:
+        for m in maps:
+            m.pop(rp, None)
+    for m, new in zip(maps, (rows.uuid, rows.parent, rows.root, rows.inventory,
+                             rows.traits, rows.aggregates)):
+        m.update(new)
+    # A trait or class created since the names were read: read them again
+    # (a rename resets the whole copy: see the facts log's writers).
+    names = old.trait_names
+    if any(not ts <= names.keys() for ts in rows.traits.values()):
+        names = dict(conn.execute(_TRAIT_NAMES).all())
+    classes = old.class_names
+    if any(not inv.keys() <= classes.keys() for inv in rows.inventory.values()):
+        classes = dict(conn.execute(_CLASS_NAMES).all())
+    new = Snapshot(heads, *maps, names, classes)
+    if names is old.trait_names and classes is old.class_names:
+        # What was derived from one unchanged provider alone still holds
+        # (memo entries are keyed by provider id: see Snapshot.memo).
+        new.memo.update({key: {rp: v for rp, v in derived.items() if rp not in changed}
+                         for key, derived in old.memo.items()})
+    return new
+
+
+class FactsCache:
+    """One process's current Snapshot, for every thread of it."""
+
+    def __init__(self):
+        self._snapshot: Optional[Snapshot] = None
+        self._lock = threading.Lock()
+        self.loads = 0  # full reads, for tests and metrics
+        self.refreshes = 0
+
+    def current(self, conn: Connection) -> Snapshot:
+        """The facts as of now, read in `conn`'s transaction."""
+        heads = facts_log.heads(conn)
+        snap = self._snapshot
+        if snap is not None and _covers(snap.heads, heads):
+            return snap
+        with self._lock:
+            snap = self._snapshot
+            if snap is not None and _covers(snap.heads, heads):
+                # As new as this transaction's view, or newer (built by a
+                # request that began later): never older.
+                return snap
+            changed = None if snap is None else facts_log.changes(conn, snap.heads, heads)
+            if changed is None:
+                built = load(conn, heads)
+                self.loads += 1
+            else:
+                built = refresh(conn, snap, heads, changed)
+                self.refreshes += 1
+            self._snapshot = built
+            return built
+
+
+def _covers(have: tuple, wanted: tuple) -> bool:
+    """A copy built at heads `have` holds every change up to `wanted`."""
+    return (len(have) == len(wanted) and have[:1] == wanted[:1] and all(
+        h.serial >= w.serial and h.floor >= w.floor
+        for h, w in zip(have[1:], wanted[1:])))
