@@ -164,3 +164,22 @@ def test_candidates_stay_bounded(client, db):
     assert many == few
     assert few <= 12
     assert rp
+
+
+def test_candidates_from_the_copy_of_the_facts(client, db):
+    """With the process's copy of the facts current, a flat request reads
+    the facts log's heads and the `used` of one slice of providers; a
+    member_of adds the aggregate's lookup. A write of facts costs the next
+    request only the log's read and the providers it names."""
+    for i in range(30):
+        rp = _provider(client, f"cn{i}")
+    client.simulate_put(f"/resource_providers/{rp}/aggregates", json={
+        "resource_provider_generation": 1, "aggregates": [AGG]})
+    path = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:256"
+    _count(client, "GET", path)
+    assert _count(client, "GET", path) == 2 + _transactions(db, 1)
+    assert _count(client, "GET", path + f"&member_of={AGG}") == 3 + _transactions(db, 1)
+    _provider(client, "cn-new")
+    # The request's own two, the log's changes since the copy, and the
+    # new provider's row, inventory, traits and aggregates.
+    assert _count(client, "GET", path) == 2 + 1 + 4 + _transactions(db, 1)
