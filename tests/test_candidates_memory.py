@@ -72,6 +72,11 @@ def test_the_copy_answers_as_sql_does(apps):
             if version >= LIMIT:
                 assert _alike(memory, sql, f"/allocation_candidates?{query}&limit=3",
                               version)[0] == 200
+    stranger = world.uuid()  # no aggregate, no provider
+    for term in (f"member_of={stranger}", f"member_of=!{stranger}",
+                 f"member_of=in:{stranger},{world.aggregates[0]}",
+                 f"in_tree={stranger}", f"in_tree={sorted(world.providers)[0]}"):
+        _alike(memory, sql, f"/allocation_candidates?resources=VCPU:1&{term}")
     for agg in world.aggregates:
         # An aggregate on a root spans its tree (the unnumbered group only).
         for query in ("resources=SRIOV_NET_VF:1", "resources=VCPU:1,CUSTOM_GPU:1",

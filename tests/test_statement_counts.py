@@ -168,9 +168,9 @@ def test_candidates_stay_bounded(client, db):
 
 def test_candidates_from_the_copy_of_the_facts(client, db):
     """With the process's copy of the facts current, a flat request reads
-    the facts log's heads and the `used` of one slice of providers; a
-    member_of adds the aggregate's lookup. A write of facts costs the next
-    request only the log's read and the providers it names."""
+    the facts log's heads and the `used` of one slice of providers (the
+    copy knows aggregates and trees by uuid). A write of facts costs the
+    next request only the log's read and the providers it names."""
     for i in range(30):
         rp = _provider(client, f"cn{i}")
     client.simulate_put(f"/resource_providers/{rp}/aggregates", json={
@@ -178,7 +178,8 @@ def test_candidates_from_the_copy_of_the_facts(client, db):
     path = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:256"
     _count(client, "GET", path)
     assert _count(client, "GET", path) == 2 + _transactions(db, 1)
-    assert _count(client, "GET", path + f"&member_of={AGG}") == 3 + _transactions(db, 1)
+    assert _count(client, "GET", path + f"&member_of={AGG}") == 2 + _transactions(db, 1)
+    assert _count(client, "GET", path + f"&in_tree={rp}") == 2 + _transactions(db, 1)
     _provider(client, "cn-new")
     # The request's own two, the log's changes since the copy, and the
     # new provider's row, inventory, traits and aggregates.

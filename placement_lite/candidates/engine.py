@@ -130,17 +130,26 @@ class Search:
         return Candidate(providers, layout)
 
 
-def resolve(conn: Connection, req: CandidateRequest) -> Optional[Lookups]:
+def resolve(conn: Connection, req: CandidateRequest,
+            snapshot: Optional[Snapshot] = None) -> Optional[Lookups]:
     """Names -> ids. Unknown classes/traits are a 400; an in_tree naming no
-    provider means no candidates (None)."""
+    provider means no candidates (None). Aggregates and trees are looked
+    up in `snapshot` when there is one."""
     rc_ids = filters.resource_class_ids(conn, req.resource_class_names())
     trait_ids = filters.trait_ids(conn, req.trait_names())
-    agg_ids = filters.aggregate_ids(conn, req.aggregate_uuids())
+    if snapshot is None:
+        agg_ids = filters.aggregate_ids(conn, req.aggregate_uuids())
+    else:
+        known = snapshot.aggregate_ids
+        agg_ids = {u: known[u] for u in req.aggregate_uuids() if u in known}
     tree_roots = {}
     for suffix, group in req.groups.items():
         if group.in_tree:
-            root = conn.execute(select(RP.c.root_provider_id).where(
-                RP.c.uuid == group.in_tree)).scalar()
+            if snapshot is not None:
+                root = snapshot.root_of(group.in_tree)
+            else:
+                root = conn.execute(select(RP.c.root_provider_id).where(
+                    RP.c.uuid == group.in_tree)).scalar()
             if root is None:
                 return None
             tree_roots[suffix] = root
@@ -168,7 +177,7 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     `snapshot`: the process's copy of the facts, read in `conn`'s
     transaction (candidates/snapshot.py); without it, all from SQL."""
     if lookups is None:
-        lookups = resolve(conn, req)
+        lookups = resolve(conn, req, snapshot)
     if lookups is None:
         return Result([], {}, {})
     bound = max_candidates if max_candidates and max_candidates > 0 else None

@@ -204,7 +204,7 @@ def explain(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     """The real answer to `req`, how each step narrowed it, and why each
     provider named (by uuid) is not in it. `snapshot`: the route's copy
     of the facts (engine.find), so the answer is the route's."""
-    lookups = engine.resolve(conn, req)
+    lookups = engine.resolve(conn, req, snapshot)
     rec = Recorder()
     result = engine.find(conn, req, max_candidates, randomize, observer=rec,
                          lookups=lookups, snapshot=snapshot) \

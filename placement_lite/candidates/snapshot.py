@@ -72,6 +72,7 @@ _ALL, _WHERE = _statements()
 _SOME = {kind: stmt.where(_WHERE[kind]) for kind, stmt in _ALL.items()}
 _TRAIT_NAMES = select(t.traits.c.id, t.traits.c.name)
 _CLASS_NAMES = select(t.resource_classes.c.id, t.resource_classes.c.name)
+_AGGREGATE_IDS = select(t.placement_aggregates.c.uuid, t.placement_aggregates.c.id)
 
 
 class Snapshot:
@@ -82,11 +83,12 @@ class Snapshot:
 
     __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
                  "inventory", "traits", "aggregates", "trait_names",
-                 "class_names", "sharing", "in_aggregate", "memo")
+                 "class_names", "aggregate_ids", "sharing", "in_aggregate", "memo",
+                 "by_uuid")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
-                 trait_names: dict, class_names: dict):
+                 trait_names: dict, class_names: dict, aggregate_ids: dict):
         self.heads = heads
         self.uuid = uuid  # rp -> uuid
         self.parent = parent  # rp -> parent id or None
@@ -96,6 +98,9 @@ class Snapshot:
         self.aggregates = aggregates  # rp -> frozenset of aggregate ids
         self.trait_names = trait_names  # trait id -> name
         self.class_names = class_names  # resource class id -> name
+        # aggregate uuid -> id, for every aggregate some provider is in
+        # (one no provider is in matches nothing, known or not).
+        self.aggregate_ids = aggregate_ids
         members: dict = {}
         for rp in sorted(root):
             members.setdefault(root[rp], []).append(rp)
@@ -114,10 +119,19 @@ class Snapshot:
         # provider but for usage, say): a refresh keeps those of the
         # providers it did not read again.
         self.memo: dict = {}
+        self.by_uuid: Optional[dict] = None
 
     def roots_between(self, lo: int, hi: int) -> list:
         roots = self.roots
         return roots[bisect.bisect_left(roots, lo):bisect.bisect_right(roots, hi)]
+
+    def root_of(self, uuid: str) -> Optional[int]:
+        """The root id of the provider with this uuid (None: no such one)."""
+        if self.by_uuid is None:
+            # Built on first use: few requests name a tree.
+            self.by_uuid = {u: rp for rp, u in self.uuid.items()}
+        rp = self.by_uuid.get(uuid)
+        return None if rp is None else self.root[rp]
 
     def bounds(self) -> Optional[tuple]:
         """The lowest and highest provider id, or None with no provider."""
@@ -174,7 +188,8 @@ def load(conn: Connection, heads: tuple) -> Snapshot:
     rows.read(conn, _ALL, None)
     return Snapshot(heads, rows.uuid, rows.parent, rows.root, rows.inventory,
                     rows.traits, rows.aggregates, dict(conn.execute(_TRAIT_NAMES).all()),
-                    dict(conn.execute(_CLASS_NAMES).all()))
+                    dict(conn.execute(_CLASS_NAMES).all()),
+                    dict(conn.execute(_AGGREGATE_IDS).all()))
 
 
 def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snapshot:
@@ -199,7 +214,11 @@ def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snap
     classes = old.class_names
     if any(not inv.keys() <= classes.keys() for inv in rows.inventory.values()):
         classes = dict(conn.execute(_CLASS_NAMES).all())
-    new = Snapshot(heads, *maps, names, classes)
+    aggregates = old.aggregate_ids
+    known = set(aggregates.values())
+    if any(not aggs <= known for aggs in rows.aggregates.values()):
+        aggregates = dict(conn.execute(_AGGREGATE_IDS).all())
+    new = Snapshot(heads, *maps, names, classes, aggregates)
     if names is old.trait_names and classes is old.class_names:
         # What was derived from one unchanged provider alone still holds
         # (memo entries are keyed by provider id: see Snapshot.memo).
