@@ -49,10 +49,10 @@ def _transactions(db, n):
 
 def _facts_logged(db):
     """What a write that changes providers' facts adds to log them in one
-    shard (db/facts_log.flush): the head's bump, its new serial read back
-    where the UPDATE cannot return it (MariaDB), the change rows' insert.
-    Claims change no facts and pay none of it."""
-    return 2 if db.engine.dialect.update_returning else 3
+    shard (db/facts_log.flush): the head's bump (its reply carries the new
+    serial back, on MariaDB too) and the change rows' insert. Claims
+    change no facts and pay none of it."""
+    return 2
 
 
 def _provider(client, name):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple, Optional
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -51,6 +51,10 @@ _HEADS = select(_h.c.shard, _h.c.serial, _h.c.floor).order_by(_h.c.shard)
 _BUMP = (update(_h).where(_h.c.shard == bindparam("p_shard"))
          .values(serial=_h.c.serial + 1))
 _BUMP_RETURNING = _BUMP.returning(_h.c.serial)
+# MariaDB/MySQL have no UPDATE ... RETURNING; LAST_INSERT_ID(expr) sets
+# what the UPDATE's own reply carries back as its "insert id".
+_BUMP_MYSQL = (update(_h).where(_h.c.shard == bindparam("p_shard"))
+               .values(serial=func.last_insert_id(_h.c.serial + 1)))
 _SERIAL = select(_h.c.serial).where(_h.c.shard == bindparam("p_shard"))
 _LOG = insert(_c)
 _PRUNE = delete(_c).where(_c.c.shard == bindparam("p_shard"),
@@ -101,13 +105,16 @@ def flush(conn: Connection) -> None:
     by_shard: dict = {}
     for pid in touched:
         by_shard.setdefault(shard_of(pid), []).append(pid)
-    returning = conn.dialect.update_returning
+    dialect = conn.dialect
     for shard in sorted(by_shard):
         params = {"p_shard": shard}
-        if returning:
+        if dialect.name == "mysql":
+            serial = conn.execute(_BUMP_MYSQL, params).lastrowid
+        elif dialect.update_returning:
             serial = conn.execute(_BUMP_RETURNING, params).scalar_one()
         else:
-            # The UPDATE holds the row lock: this read sees our own serial.
+            # An SQLite before RETURNING: the UPDATE holds the write lock,
+            # so this read sees our own serial.
             conn.execute(_BUMP, params)
             serial = conn.execute(_SERIAL, params).scalar_one()
         conn.execute(_LOG, [{"shard": shard, "serial": serial, "provider_id": pid}
