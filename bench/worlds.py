@@ -7,7 +7,9 @@ each side's database is migrated and loaded by that side's own code.
 Shapes (Placement's gate/perfload-* jobs):
 - flat: COUNT providers, VCPU 32 / MEMORY_MB 8192 / DISK_GB 8192, every
   one with HW_CPU_X86_AVX2 and in the aggregate, so the perfload query
-  answers COUNT candidates;
+  answers COUNT candidates; each provider holds a running instance (one
+  consumer with VCPU 4, MEMORY_MB 2048, DISK_GB 20), so summaries carry
+  real usage, as in a cloud in service;
 - nested: COUNT trees of 7 providers: a root with DISK_GB and
   COMPUTE_VOLUME_MULTI_ATTACH, two NUMA nodes with VCPU and MEMORY_MB (the
   first with CUSTOM_FOO), an FPGA below the first and two below the
@@ -132,9 +134,12 @@ def load(url: str, shape: str, count: int) -> None:
         bulk = Bulk(conn)
         bulk.custom_trait("CUSTOM_FOO")
         if shape == "flat":
-            for i in range(count):
-                bulk.provider(f"cn-{i}", inventory=FLAT,
-                              traits=["HW_CPU_X86_AVX2"], aggregate=True)
+            rps = [bulk.provider(f"cn-{i}", inventory=FLAT,
+                                 traits=["HW_CPU_X86_AVX2"], aggregate=True)
+                   for i in range(count)]
+            bulk.flush()
+            _in_service(conn, t, bulk, rps)
+            _rebuild_usage_summary(conn)
         elif shape == "nested":
             for i in range(count):
                 root = bulk.provider(f"tree-{i}", inventory={"DISK_GB": 8192},
@@ -186,6 +191,26 @@ def _rebuild_usage_summary(conn):
     except ImportError:
         return
     usage_summary.rebuild(conn)
+
+
+def _in_service(conn, t, bulk, rps):
+    """One instance per provider: a consumer of its own with VCPU 4,
+    MEMORY_MB 2048 and DISK_GB 20 there."""
+    project = conn.execute(insert(t.projects).values(
+        external_id=uid("flat-project"))).inserted_primary_key[0]
+    user = conn.execute(insert(t.users).values(
+        external_id=uid("flat-user"))).inserted_primary_key[0]
+    first = (conn.execute(select(func.max(t.consumers.c.id))).scalar() or 0) + 1
+    amounts = [(bulk.rc[rc], n) for rc, n in (("VCPU", 4), ("MEMORY_MB", 2048),
+                                              ("DISK_GB", 20))]
+    for start in range(0, len(rps), BATCH):
+        part = list(enumerate(rps[start:start + BATCH], first + start))
+        conn.execute(insert(t.consumers), [
+            dict(id=c, uuid=uid(f"flat-consumer-{c}"), project_id=project,
+                 user_id=user, generation=1) for c, _rp in part])
+        conn.execute(insert(t.allocations), [
+            dict(resource_provider_id=rp, consumer_id=c, resource_class_id=rc, used=n)
+            for c, rp in part for rc, n in amounts])
 
 
 def _usages(conn, t, bulk, count):
