@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 import pytest
 
 from placement_lite.app import create_app
+from placement_lite.candidates import snapshot
 from placement_lite.candidates.snapshot import FactsCache
 from placement_lite.config import Settings
 from placement_lite.ledger import providers
@@ -209,3 +210,44 @@ def test_the_copy_is_read_again_only_where_facts_changed(db):
     assert (cache.loads, cache.refreshes) == (1, 1)
     assert len(second.members[a.id]) == 2
     assert sorted(second.uuid) != sorted(first.uuid)
+
+
+FIELDS = ("uuid", "parent", "root", "members", "roots", "inventory", "traits",
+          "aggregates", "trait_names", "class_names", "aggregate_ids", "sharing")
+
+
+def test_a_refreshed_copy_equals_one_read_whole(db, apps):
+    """What a refresh works out again only where providers changed (trees,
+    sharing providers, aggregate members) is what a whole read gives."""
+    memory, _sql = apps
+    rng = random.Random(SEED + 2)
+    world = Builder(memory, rng)
+    world.build()
+    cache = FactsCache()
+
+    def same():
+        with db.read() as conn:
+            kept = cache.current(conn)
+            whole = snapshot.load(conn, kept.heads)
+        for name in FIELDS:
+            assert getattr(kept, name) == getattr(whole, name), name
+        assert {a: sorted(m) for a, m in kept.in_aggregate.items()} == {
+            a: sorted(m) for a, m in whole.in_aggregate.items()}
+        return kept
+
+    for _ in range(40):
+        same()
+        write = rng.choice(WRITES)
+        write(rng, world, memory, rng.choice(sorted(world.providers)))
+    # Sharing providers stop sharing, and one starts.
+    kept = same()
+    assert kept.sharing
+    for pid in kept.sharing:
+        rp = kept.uuid[pid]
+        gen = _get(memory, f"/resource_providers/{rp}/traits")["resource_provider_generation"]
+        assert wsgi(memory, "PUT", f"/resource_providers/{rp}/traits", {
+            "resource_provider_generation": gen, "traits": []})[0] == 200
+        assert pid not in same().sharing
+    _traits(random.Random(3), world, memory, sorted(world.providers)[0])
+    same()
+    assert cache.loads == 1 and cache.refreshes > 10, (cache.loads, cache.refreshes)

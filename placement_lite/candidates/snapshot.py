@@ -88,7 +88,11 @@ class Snapshot:
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
-                 trait_names: dict, class_names: dict, aggregate_ids: dict):
+                 trait_names: dict, class_names: dict, aggregate_ids: dict,
+                 before: Optional["Snapshot"] = None, changed: frozenset = frozenset()):
+        """`before` and `changed`: the copy this one refreshes and the
+        providers read again, so what is derived from all providers is
+        worked out again only where they are."""
         self.heads = heads
         self.uuid = uuid  # rp -> uuid
         self.parent = parent  # rp -> parent id or None
@@ -101,25 +105,61 @@ class Snapshot:
         # aggregate uuid -> id, for every aggregate some provider is in
         # (one no provider is in matches nothing, known or not).
         self.aggregate_ids = aggregate_ids
-        members: dict = {}
-        for rp in sorted(root):
-            members.setdefault(root[rp], []).append(rp)
-        self.members = {r: tuple(m) for r, m in members.items()}  # root -> ids
-        self.roots = sorted(self.members)
         shares = next((i for i, n in trait_names.items()
                        if n == "MISC_SHARES_VIA_AGGREGATE"), None)
-        self.sharing = tuple(sorted(rp for rp, ts in traits.items() if shares in ts))
-        in_aggregate: dict = {}
-        for rp, aggs in aggregates.items():
-            for agg in aggs:
-                in_aggregate.setdefault(agg, []).append(rp)
-        self.in_aggregate = in_aggregate  # aggregate id -> [rp, ...]
+        if before is None:
+            members: dict = {}
+            for rp in sorted(root):
+                members.setdefault(root[rp], []).append(rp)
+            self.members = {r: tuple(m) for r, m in members.items()}  # root -> ids
+            self.roots = sorted(self.members)
+            self.sharing = tuple(sorted(rp for rp, ts in traits.items() if shares in ts))
+            in_aggregate: dict = {}
+            for rp, aggs in aggregates.items():
+                for agg in aggs:
+                    in_aggregate.setdefault(agg, []).append(rp)
+            self.in_aggregate = in_aggregate  # aggregate id -> [rp, ...]
+        else:
+            self._derive_from(before, changed, shares)
         # Values its users derive from this copy, per provider id, each
         # from that provider's facts alone (the answer's text of each
         # provider but for usage, say): a refresh keeps those of the
         # providers it did not read again.
         self.memo: dict = {}
         self.by_uuid: Optional[dict] = None
+
+    def _derive_from(self, before: "Snapshot", changed: frozenset, shares) -> None:
+        root = self.root
+        members = dict(before.members)
+        trees = {before.root[rp] for rp in changed if rp in before.root}
+        trees.update(root[rp] for rp in changed if rp in root)
+        for tree in trees:
+            kept = [rp for rp in before.members.get(tree, ()) if rp not in changed]
+            kept += [rp for rp in changed if root.get(rp) == tree]
+            if kept:
+                members[tree] = tuple(sorted(kept))
+            else:
+                members.pop(tree, None)
+        self.members = members
+        self.roots = (before.roots if members.keys() == before.members.keys()
+                      else sorted(members))
+        sharing = set(before.sharing).difference(changed)
+        sharing.update(rp for rp in changed
+                       if rp in self.traits and shares in self.traits[rp])
+        self.sharing = tuple(sorted(sharing))
+        in_aggregate = dict(before.in_aggregate)
+        touched = set()
+        for rp in changed:
+            touched.update(before.aggregates.get(rp, ()))
+            touched.update(self.aggregates.get(rp, ()))
+        for agg in touched:
+            rps = [rp for rp in before.in_aggregate.get(agg, ()) if rp not in changed]
+            rps += [rp for rp in changed if agg in self.aggregates.get(rp, ())]
+            if rps:
+                in_aggregate[agg] = rps
+            else:
+                in_aggregate.pop(agg, None)
+        self.in_aggregate = in_aggregate
 
     def roots_between(self, lo: int, hi: int) -> list:
         roots = self.roots
@@ -218,7 +258,7 @@ def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snap
     known = set(aggregates.values())
     if any(not aggs <= known for aggs in rows.aggregates.values()):
         aggregates = dict(conn.execute(_AGGREGATE_IDS).all())
-    new = Snapshot(heads, *maps, names, classes, aggregates)
+    new = Snapshot(heads, *maps, names, classes, aggregates, old, frozenset(changed))
     if names is old.trait_names and classes is old.class_names:
         # What was derived from one unchanged provider alone still holds
         # (memo entries are keyed by provider id: see Snapshot.memo).
