@@ -6,6 +6,7 @@ import uuid as uuidlib
 
 from sqlalchemy import insert, select
 
+from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 from placement_lite.db import usage_summary
 
@@ -59,6 +60,8 @@ class World:
                     self.aggs[agg] = (aid, auid)
                 conn.execute(insert(t.resource_provider_aggregates).values(
                     resource_provider_id=pid, aggregate_id=self.aggs[agg][0]))
+            # Written around the ledger: logged as the ledger would.
+            facts_log.touch(conn, (pid,))
             if used:
                 self._use(conn, pid, used)
         self.ids[name] = pid

@@ -5,6 +5,7 @@ import uuid as uuidlib
 
 from sqlalchemy import insert, select, update
 
+from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 
 
@@ -16,6 +17,9 @@ def provider(conn, name: str | None = None, uuid: str | None = None) -> dict:
     conn.execute(update(t.resource_providers)
                  .where(t.resource_providers.c.id == new_id)
                  .values(root_provider_id=new_id))
+    # Written around the ledger: logged as the ledger would (a no-op
+    # unless `conn` is a Database.write).
+    facts_log.touch(conn, (new_id,))
     return {"id": new_id, "uuid": uuid}
 
 
@@ -39,6 +43,7 @@ def inventory(conn, rp: dict, rc: str, total: int, reserved: int = 0,
         total=total, reserved=reserved, min_unit=min_unit,
         max_unit=total if max_unit is None else max_unit,
         step_size=step_size, allocation_ratio=allocation_ratio))
+    facts_log.touch(conn, (rp["id"],))
 
 
 def provider_with(conn, **inventories) -> dict:

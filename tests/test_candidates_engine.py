@@ -17,6 +17,7 @@ from placement_lite.candidates.reader import Reader
 from placement_lite.api.provider_filters import query_dialect
 from placement_lite.candidates.query import (
     CandidateRequest, RequestGroup, parse_candidate_request)
+from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 from tests.backends import fresh_database
 from tests.candidates_world import World
@@ -460,6 +461,7 @@ def _clear(db):
         conn.execute(t.resource_providers.update().values(
             parent_provider_id=None, root_provider_id=None))
         conn.execute(delete(t.resource_providers))
+        facts_log.reset(conn)
 
 
 def build(db, world, request):
