@@ -34,6 +34,9 @@ _USED_LISTED = _USED.where(
     _INV.c.used != 0)
 # Ids per range statement where they are dense.
 RANGE_CHUNK = 10000
+# Request shapes whose per-provider verdicts a copy keeps (Snapshot.shapes).
+SHAPES_KEPT = 32
+_UNKNOWN = object()
 
 
 class _Terms:
@@ -83,46 +86,83 @@ class MemoryReader:
 
     # -- the filters ----------------------------------------------------------
 
+    def _static(self, kind, build) -> tuple:
+        """(per provider id: what its facts alone decide for this request
+        shape, `build`): worked out once per copy and shape, so a request
+        only checks capacity against `used`."""
+        key = (self.plan.shape, kind)
+        shapes = self.snap.shapes
+        found = shapes.get(key)
+        if found is None:
+            if len(shapes) >= SHAPES_KEPT:
+                shapes.clear()
+            found = shapes[key] = {}
+        return found, build
+
+    def _checks(self, inv: dict, resources) -> list:
+        """(class, amount, capacity or None where the unit limits refuse)."""
+        out = []
+        for rc, amount in resources:
+            row = inv.get(rc)
+            ok = (row is not None and row.min_unit <= amount <= row.max_unit
+                  and row.step_size > 0 and amount % row.step_size == 0)
+            out.append((rc, amount, row.capacity if ok else None))
+        return out
+
+    def _unnumbered_facts(self, rp: int):
+        """For the unnumbered group: None when the provider can never
+        serve it; else (root, checks, trait flags, alone, passes the
+        in-tree filters, agg_ok, agg_bad)."""
+        snap, terms = self.snap, self._unnumbered
+        checks = self._checks(snap.inventory[rp], self.plan.wanted)
+        if all(cap is None for _rc, _a, cap in checks):
+            return None
+        traits = snap.traits[rp]
+        if terms.forbidden and not traits.isdisjoint(terms.forbidden):
+            return None
+        root = snap.root[rp]
+        if terms.in_tree and root != terms.tree_root:
+            return None
+        aggs = snap.aggregates[rp]
+        in_tree_ok = not (terms.member_of and not terms.member(aggs) and (
+            rp == root or not terms.member(snap.aggregates[root])))
+        if terms.bad_aggs and not (aggs.isdisjoint(terms.bad_aggs) and
+                                   snap.aggregates[root].isdisjoint(terms.bad_aggs)):
+            in_tree_ok = False
+        return (root, tuple(checks),
+                tuple(not traits.isdisjoint(s) for s in terms.any_of),
+                len(snap.members[root]) == 1, in_tree_ok,
+                terms.member(aggs), not aggs.isdisjoint(terms.bad_aggs))
+
     def _unnumbered_rows(self, providers, draft: Draft, in_trees: bool) -> None:
         """The providers (in (root, id) order) able to serve some class
         of the unnumbered group, as SQL reader's unnumbered_select."""
         snap, terms = self.snap, self._unnumbered
-        wanted = self.plan.wanted
         need_all = in_trees and not self.has_sharing
         used = self.used
-        members = snap.members
-        keys = [("", rc) for rc, _amount in wanted]
+        keys = [("", rc) for rc, _amount in self.plan.wanted]
+        flag_aggs = not in_trees and bool(terms.member_of)
+        flag_bad = not in_trees and bool(self.plan.unnumbered.forbidden_aggs)
+        static, build = self._static("unnumbered", self._unnumbered_facts)
         for rp in providers:
-            inv = snap.inventory[rp]
-            flags = []
-            for rc, amount in wanted:
-                row = inv.get(rc)
-                flags.append(row is not None and row.fits(used.get((rp, rc), 0), amount))
+            entry = static.get(rp, _UNKNOWN)
+            if entry is _UNKNOWN:
+                entry = static[rp] = build(rp)
+            if entry is None:
+                continue
+            root, checks, trait_flags, alone, in_tree_ok, agg_ok, agg_bad = entry
+            if in_trees and not in_tree_ok:
+                continue
+            flags = [cap is not None and cap >= used.get((rp, rc), 0) + amount
+                     for rc, amount, cap in checks]
             if not any(flags):
                 continue
-            traits = snap.traits[rp]
-            if terms.forbidden and not traits.isdisjoint(terms.forbidden):
+            if need_all and alone and not (all(flags) and all(trait_flags)):
                 continue
-            root = snap.root[rp]
-            if terms.in_tree and root != terms.tree_root:
-                continue
-            aggs = snap.aggregates[rp]
-            trait_flags = tuple(not traits.isdisjoint(s) for s in terms.any_of)
-            alone = len(members[root]) == 1
-            if in_trees:
-                if terms.member_of and not terms.member(aggs) and (
-                        rp == root or not terms.member(snap.aggregates[root])):
-                    continue
-                if terms.bad_aggs and not (aggs.isdisjoint(terms.bad_aggs) and
-                                           snap.aggregates[root].isdisjoint(terms.bad_aggs)):
-                    continue
-                if need_all and alone and not (all(flags) and all(trait_flags)):
-                    continue
-            else:
-                if terms.member_of:
-                    draft.agg_ok[rp] = terms.member(aggs)
-                if self.plan.unnumbered.forbidden_aggs:
-                    draft.agg_bad[rp] = not aggs.isdisjoint(terms.bad_aggs)
+            if flag_aggs:
+                draft.agg_ok[rp] = agg_ok
+            if flag_bad:
+                draft.agg_bad[rp] = agg_bad
             draft.provider(rp, root, snap.uuid[rp], snap.parent[rp])
             if alone:
                 draft.alone.add(rp)
@@ -132,27 +172,43 @@ class MemoryReader:
             if terms.any_of:
                 draft.trait_flags[rp] = trait_flags
 
-    def _numbered_rows(self, providers, terms: _Terms, resources) -> list:
-        snap, used = self.snap, self.used
-        out = []
-        for rp in providers:
-            inv = snap.inventory[rp]
-            if not all(rc in inv and inv[rc].fits(used.get((rp, rc), 0), amount)
-                       for rc, amount in resources):
-                continue
+    def _numbered_facts(self, terms: _Terms, resources):
+        """For a numbered group: rp -> None when the provider can never
+        serve it, else its capacity checks."""
+        snap = self.snap
+
+        def build(rp: int):
+            checks = self._checks(snap.inventory[rp], resources)
+            if any(cap is None for _rc, _a, cap in checks):
+                return None
             traits = snap.traits[rp]
             if not all(not traits.isdisjoint(s) for s in terms.any_of):
-                continue
+                return None
             if terms.forbidden and not traits.isdisjoint(terms.forbidden):
-                continue
+                return None
             aggs = snap.aggregates[rp]
             if terms.member_of and not terms.member(aggs):
-                continue
+                return None
             if terms.bad_aggs and not aggs.isdisjoint(terms.bad_aggs):
-                continue
+                return None
             if terms.in_tree and snap.root[rp] != terms.tree_root:
+                return None
+            return tuple(checks)
+        return build
+
+    def _numbered_rows(self, providers, suffix: str, terms: _Terms, resources) -> list:
+        used = self.used
+        static, build = self._static(("numbered", suffix),
+                                     self._numbered_facts(terms, resources))
+        out = []
+        for rp in providers:
+            checks = static.get(rp, _UNKNOWN)
+            if checks is _UNKNOWN:
+                checks = static[rp] = build(rp)
+            if checks is None:
                 continue
-            out.append(rp)
+            if all(cap >= used.get((rp, rc), 0) + amount for rc, amount, cap in checks):
+                out.append(rp)
         return out
 
     def _rows(self, providers: list, draft: Draft, sharing: Sharing,
@@ -171,7 +227,7 @@ class MemoryReader:
             group = plan.req.groups[suffixes[0]]
             resources = [(rc_ids[name], amount)
                          for name, amount in sorted(group.resources.items())]
-            rows = self._numbered_rows(providers, terms, resources)
+            rows = self._numbered_rows(providers, suffixes[0], terms, resources)
             if not rows and in_trees and suffixes[0] not in sharing.by_key:
                 return False
             for rp in rows:

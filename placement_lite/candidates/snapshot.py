@@ -84,7 +84,7 @@ class Snapshot:
     __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
                  "inventory", "traits", "aggregates", "trait_names",
                  "class_names", "aggregate_ids", "sharing", "in_aggregate", "memo",
-                 "by_uuid")
+                 "by_uuid", "shapes")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
@@ -127,6 +127,10 @@ class Snapshot:
         # providers it did not read again.
         self.memo: dict = {}
         self.by_uuid: Optional[dict] = None
+        # What a request shape's filters decide of each provider from its
+        # facts (and its tree's) alone, for as long as this copy lasts
+        # (candidates/memory.py); not carried over by a refresh.
+        self.shapes: dict = {}
 
     def _derive_from(self, before: "Snapshot", changed: frozenset, shares) -> None:
         root = self.root
