@@ -13,6 +13,7 @@ queries: the copy must follow every write at once.
 from __future__ import annotations
 
 import os
+import uuid as uuidlib
 import random
 from urllib.parse import urlencode
 
@@ -251,3 +252,60 @@ def test_a_refreshed_copy_equals_one_read_whole(db, apps):
     _traits(random.Random(3), world, memory, sorted(world.providers)[0])
     same()
     assert cache.loads == 1 and cache.refreshes > 10, (cache.loads, cache.refreshes)
+
+
+def test_a_class_or_trait_id_given_again_shows_its_new_name(apps):
+    """A custom class or trait deleted (no provider held it) and its id
+    given to a new one: the copy shows the new name (SQLite reuses the
+    highest id)."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    rp = world.provider("cn", inventory={"VCPU": world.inv(8)})
+    for path in ("/resource_classes/CUSTOM_OLD", "/traits/CUSTOM_OLD"):
+        assert wsgi(memory, "PUT", path, version="1.7")[0] == 201
+    path = "/allocation_candidates?resources=VCPU:1"
+    _alike(memory, sql, path)
+    for path in ("/resource_classes/CUSTOM_OLD", "/traits/CUSTOM_OLD"):
+        assert wsgi(sql, "DELETE", path, version="1.7")[0] == 204
+    for path in ("/resource_classes/CUSTOM_NEW", "/traits/CUSTOM_NEW"):
+        assert wsgi(sql, "PUT", path, version="1.7")[0] == 201
+    body = _get(sql, f"/resource_providers/{rp}/inventories")
+    body["inventories"]["CUSTOM_NEW"] = world.inv(4)
+    assert wsgi(sql, "PUT", f"/resource_providers/{rp}/inventories", body)[0] == 200
+    gen = _get(sql, f"/resource_providers/{rp}/traits")["resource_provider_generation"]
+    assert wsgi(sql, "PUT", f"/resource_providers/{rp}/traits", {
+        "resource_provider_generation": gen, "traits": ["CUSTOM_NEW"]})[0] == 200
+    status, body = _alike(memory, sql, "/allocation_candidates?resources=CUSTOM_NEW:1")
+    (summary,) = body["provider_summaries"].values()
+    assert "CUSTOM_NEW" in summary["resources"] and summary["traits"] == ["CUSTOM_NEW"]
+
+
+def _claim_on(app, rp, vcpu=1):
+    return wsgi(app, "PUT", f"/allocations/{uuidlib.uuid4()}", {
+        "allocations": {rp: {"resources": {"VCPU": vcpu}}}, "project_id": "p",
+        "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"})
+
+
+def test_a_claim_through_a_stale_copy_never_lands_elsewhere(apps):
+    """Claims take provider ids from the copy as last read, unchecked: a
+    provider deleted since (its id perhaps given to a new provider, as
+    SQLite does) is refused as unknown, and the new provider is untouched."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    keep = world.provider("keep", inventory={"VCPU": world.inv(8)})
+    gone = world.provider("gone", inventory={"VCPU": world.inv(8)})
+    _alike(memory, sql, "/allocation_candidates?resources=VCPU:1")  # the copy
+    assert _claim_on(memory, gone)[0] == 204
+    assert wsgi(sql, "DELETE", f"/allocations/{_consumers_of(sql, gone)[0]}")[0] == 204
+    assert wsgi(sql, "DELETE", f"/resource_providers/{gone}")[0] == 204
+    new = Builder(sql, random.Random(SEED + 9)).provider(
+        "new", inventory={"VCPU": world.inv(8)})
+    status, body = _claim_on(memory, gone)
+    assert status == 400 and "does not exist" in body["errors"][0]["detail"], body
+    assert _get(sql, f"/resource_providers/{new}/usages")["usages"] == {"VCPU": 0}
+    assert _claim_on(memory, keep)[0] == 204
+    assert _get(sql, f"/resource_providers/{keep}/usages")["usages"] == {"VCPU": 1}
+
+
+def _consumers_of(app, rp):
+    return sorted(_get(app, f"/resource_providers/{rp}/allocations")["allocations"])

@@ -132,6 +132,11 @@ def test_claims(client, db):
     # without writing.
     assert _count(client, "PUT", f"/allocations/{uuid.uuid4()}",
                   _claim(rp, project, user, vcpu=32), status=409) == 8 + tx
+    # Once the process holds a copy of the facts (a candidates request
+    # made it), the provider's id comes from it: one statement fewer.
+    _count(client, "GET", "/allocation_candidates?resources=VCPU:1")
+    assert _count(client, "PUT", f"/allocations/{uuid.uuid4()}",
+                  _claim(rp, project, user), status=204) == 9 + tx
 
 
 def test_usages(client, db):
@@ -181,6 +186,7 @@ def test_candidates_from_the_copy_of_the_facts(client, db):
     assert _count(client, "GET", path + f"&member_of={AGG}") == 2 + _transactions(db, 1)
     assert _count(client, "GET", path + f"&in_tree={rp}") == 2 + _transactions(db, 1)
     _provider(client, "cn-new")
-    # The request's own two, the log's changes since the copy, and the
-    # new provider's row, inventory, traits and aggregates.
-    assert _count(client, "GET", path) == 2 + 1 + 4 + _transactions(db, 1)
+    # The request's own two, the log's changes since the copy, the new
+    # provider's row, inventory, traits and aggregates, and the class
+    # names (it holds inventory).
+    assert _count(client, "GET", path) == 2 + 1 + 4 + 1 + _transactions(db, 1)

@@ -38,3 +38,9 @@ class Services:
     def facts_now(self, conn):
         """The copy as of `conn`'s transaction, or None to read all from SQL."""
         return self.facts.current(conn) if self.facts is not None else None
+
+    def provider_hint(self):
+        """Provider uuid -> id as the copy last read had it (not checked
+        against the database: its users verify), or None."""
+        snap = self.facts.latest() if self.facts is not None else None
+        return snap.ids_by_uuid() if snap is not None else None

@@ -169,12 +169,16 @@ class Snapshot:
         roots = self.roots
         return roots[bisect.bisect_left(roots, lo):bisect.bisect_right(roots, hi)]
 
+    def ids_by_uuid(self) -> dict:
+        """uuid -> provider id."""
+        if self.by_uuid is None:
+            # Built on first use (a tree named, a claim).
+            self.by_uuid = {u: rp for rp, u in self.uuid.items()}
+        return self.by_uuid
+
     def root_of(self, uuid: str) -> Optional[int]:
         """The root id of the provider with this uuid (None: no such one)."""
-        if self.by_uuid is None:
-            # Built on first use: few requests name a tree.
-            self.by_uuid = {u: rp for rp, u in self.uuid.items()}
-        rp = self.by_uuid.get(uuid)
+        rp = self.ids_by_uuid().get(uuid)
         return None if rp is None else self.root[rp]
 
     def bounds(self) -> Optional[tuple]:
@@ -250,24 +254,26 @@ def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snap
     for m, new in zip(maps, (rows.uuid, rows.parent, rows.root, rows.inventory,
                              rows.traits, rows.aggregates)):
         m.update(new)
-    # A trait or class created since the names were read: read them again
-    # (a rename resets the whole copy: see the facts log's writers).
+    # The names are read again with any provider holding classes or
+    # traits: a custom class or trait may have been created since, or
+    # deleted and its id given to a new one (no provider held it then, so
+    # nothing else in the copy names it; a rename resets the whole copy).
     names = old.trait_names
-    if any(not ts <= names.keys() for ts in rows.traits.values()):
+    if any(rows.traits.values()):
         names = dict(conn.execute(_TRAIT_NAMES).all())
     classes = old.class_names
-    if any(not inv.keys() <= classes.keys() for inv in rows.inventory.values()):
+    if any(rows.inventory.values()):
         classes = dict(conn.execute(_CLASS_NAMES).all())
     aggregates = old.aggregate_ids
     known = set(aggregates.values())
     if any(not aggs <= known for aggs in rows.aggregates.values()):
         aggregates = dict(conn.execute(_AGGREGATE_IDS).all())
     new = Snapshot(heads, *maps, names, classes, aggregates, old, frozenset(changed))
-    if names is old.trait_names and classes is old.class_names:
-        # What was derived from one unchanged provider alone still holds
-        # (memo entries are keyed by provider id: see Snapshot.memo).
-        new.memo.update({key: {rp: v for rp, v in derived.items() if rp not in changed}
-                         for key, derived in old.memo.items()})
+    # What was derived from one unchanged provider alone still holds
+    # (memo entries are keyed by provider id: see Snapshot.memo), and so
+    # do the names it shows, as said above.
+    new.memo.update({key: {rp: v for rp, v in derived.items() if rp not in changed}
+                     for key, derived in old.memo.items()})
     return new
 
 
@@ -279,6 +285,10 @@ class FactsCache:
         self._lock = threading.Lock()
         self.loads = 0  # full reads, for tests and metrics
         self.refreshes = 0
+
+    def latest(self) -> Optional[Snapshot]:
+        """The copy as last read, without asking whether it is current."""
+        return self._snapshot
 
     def current(self, conn: Connection) -> Snapshot:
         """The facts as of now, read in `conn`'s transaction."""

@@ -80,7 +80,14 @@ def class_ids(conn: Connection, names: Iterable[str],
         "/resource_classes/{name} first."))
 
 
-def provider_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
+def provider_ids(conn: Connection, uuids: Iterable[str],
+                 hint: Optional[Mapping[str, int]] = None) -> dict[str, int]:
+    """uuid -> id; `hint` (a process's copy of uuid -> id, perhaps stale)
+    spares the query when it knows every uuid: each id is checked against
+    its uuid when the provider is locked (bump_providers)."""
+    uuids = set(uuids)
+    if hint is not None and all(u in hint for u in uuids):
+        return {u: hint[u] for u in uuids}
     rp = t.resource_providers
     return lookup.ids_by_name(conn, rp.c.uuid, rp.c.id, uuids, lambda missing: (
         "Allocation for resource provider "
@@ -110,7 +117,8 @@ def bump_providers(conn: Connection, ids: Iterable[int],
     # provider deleted since its id was read is a lost race (a retry
     # re-validates the request and names the missing provider).
     if len(names) != len(ids) or not all(
-            providers.lock_for_claim(conn, provider_id) for provider_id in ids):
+            providers.lock_for_claim(conn, provider_id, names[provider_id])
+            for provider_id in ids):
         raise errors.RaceLost(
             "Inventory and/or allocations changed while attempting to "
             "allocate: a resource provider was deleted meanwhile; try again.")
@@ -147,13 +155,14 @@ def _classes_of(w: ConsumerWrite) -> set[str]:
     return {c for resources in w.allocations.values() for c in resources}
 
 
-def _resolve(conn: Connection, writes: list[ConsumerWrite]
+def _resolve(conn: Connection, writes: list[ConsumerWrite],
+             hint: Optional[Mapping[str, int]] = None
              ) -> tuple[dict[str, int], dict[str, int]]:
     """Class and provider ids for every write, one query each whatever
-    the number of consumers."""
+    the number of consumers (none for providers `hint` knows)."""
     try:
         return (class_ids(conn, set().union(*map(_classes_of, writes))),
-                provider_ids(conn, {u for w in writes for u in w.allocations}))
+                provider_ids(conn, {u for w in writes for u in w.allocations}, hint))
     except errors.Invalid:
         # Rare: look again write by write, so the error names the first
         # consumer at fault, as a caller of this API expects.
@@ -164,15 +173,18 @@ def _resolve(conn: Connection, writes: list[ConsumerWrite]
 
 
 def replace(conn: Connection, writes: list[ConsumerWrite],
-            claim_checks: Iterable[ClaimCheck] = ()) -> None:
-    """Set the allocations of each consumer in `writes`, all or nothing."""
+            claim_checks: Iterable[ClaimCheck] = (),
+            provider_hint: Optional[Mapping[str, int]] = None) -> None:
+    """Set the allocations of each consumer in `writes`, all or nothing.
+    `provider_hint`: provider uuid -> id as a process's copy of the facts
+    had it (see provider_ids); a retry after a lost race goes without."""
     seen: set[str] = set()
     for w in writes:
         if w.consumer_uuid in seen:
             raise errors.Invalid(
                 f"consumer {w.consumer_uuid} appears more than once.")
         seen.add(w.consumer_uuid)
-    rcs, rps = _resolve(conn, writes)
+    rcs, rps = _resolve(conn, writes, provider_hint)
 
     # Each consumer written, with its owner before the write (None: new).
     written: list[tuple[ConsumerWrite, consumers.Consumer, Any]] = []

@@ -234,10 +234,17 @@ def bump_generation(conn: Connection, provider: ProviderRef | int,
     return conn.execute(_GENERATION, {"p_id": provider_id}).first().generation
 
 
-def lock_for_claim(conn: Connection, provider_id: int) -> bool:
+_BUMP_NAMED = _BUMP.where(_rp.c.uuid == bindparam("p_uuid"))
+
+
+def lock_for_claim(conn: Connection, provider_id: int, uuid: str) -> bool:
     """Bump the generation without comparing or reading it back (an
-    allocation write's provider lock); False when the provider is gone."""
-    return conn.execute(_BUMP, {"p_id": provider_id, "p_now": utcnow()}).rowcount == 1
+    allocation write's provider lock); False when the provider is gone.
+    The uuid is matched too: the id may come from a process's copy of the
+    facts, taken before the provider was deleted, and SQLite can give a
+    deleted provider's id to the next one created."""
+    return conn.execute(_BUMP_NAMED, {"p_id": provider_id, "p_uuid": uuid,
+                                      "p_now": utcnow()}).rowcount == 1
 
 
 def check_generation(provider: ProviderRef, seen: Optional[int]) -> None:

@@ -61,8 +61,15 @@ def consumer_write(req, consumer_uuid: str, data: Mapping[str, Any]) -> Consumer
 
 
 def write(services, writes: list[ConsumerWrite]) -> None:
-    services.db.run_write(lambda conn: allocations.replace(
-        conn, writes, services.claim_checks))
+    # The first attempt takes provider ids from the process's copy of the
+    # facts, as last read (no query: a stale id fails its lock and loses
+    # the race); a retry reads them from the database.
+    hint = [services.provider_hint()]
+
+    def replace(conn):
+        known, hint[0] = hint[0], None
+        allocations.replace(conn, writes, services.claim_checks, known)
+    services.db.run_write(replace)
 
 
 def consumer_body(req, consumer, allocs: dict) -> dict:
