@@ -23,6 +23,7 @@ from placement_lite.app import create_app
 from placement_lite.candidates import snapshot
 from placement_lite.candidates.snapshot import FactsCache
 from placement_lite.config import Settings
+from placement_lite.db import tables as t
 from placement_lite.ledger import providers
 from tests.random_world import (
     TRAITS, Builder, candidate_query, wsgi)
@@ -309,3 +310,35 @@ def test_a_claim_through_a_stale_copy_never_lands_elsewhere(apps):
 
 def _consumers_of(app, rp):
     return sorted(_get(app, f"/resource_providers/{rp}/allocations")["allocations"])
+
+
+def test_a_database_restored_under_the_copy_is_read_again(db, monkeypatch):
+    """A backup restored in place: the log's serials go back while the
+    copy holds later facts. Behind for longer than any request waits for
+    the lock, the log is taken to have gone back, and all is read again."""
+    cache = FactsCache()
+    with db.write() as conn:
+        kept = providers.create_provider(conn, "kept")
+    with db.read() as conn:
+        before = cache.current(conn)
+    with db.write() as conn:
+        providers.create_provider(conn, "lost in the restore")
+    with db.read() as conn:
+        assert len(cache.current(conn).uuid) == 2
+    # The restore: the second provider and its log entry are gone.
+    with db.engine.begin() as conn:
+        lost = t.resource_providers.c.id != kept.id
+        # A root points at itself: InnoDB wants that let go first.
+        conn.execute(t.resource_providers.update().where(lost).values(
+            root_provider_id=None))
+        conn.execute(t.resource_providers.delete().where(lost))
+        for shard, head in enumerate(before.heads[1:]):
+            conn.execute(t.facts_heads.update().where(
+                t.facts_heads.c.shard == shard).values(serial=head.serial))
+    with db.read() as conn:
+        # Within the wait a request may have had: the newer copy stands.
+        assert len(cache.current(conn).uuid) == 2
+    monkeypatch.setattr(snapshot, "BEHIND_AT_MOST", 0.0)
+    with db.read() as conn:
+        assert list(cache.current(conn).uuid) == [kept.id]
+    assert cache.loads == 2

@@ -17,7 +17,9 @@ builds a new one, so a request holds one consistent copy throughout.
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
+import time
 from typing import Iterable, NamedTuple, Optional
 
 from sqlalchemy import bindparam, select
@@ -26,6 +28,11 @@ from sqlalchemy.engine import Connection
 from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
+
+LOG = logging.getLogger(__name__)
+# Seconds a request may wait for the lock while another refreshes the
+# copy; a log behind the copy for longer than that went back.
+BEHIND_AT_MOST = 30.0
 
 RP = t.resource_providers
 INV = t.inventories
@@ -84,7 +91,7 @@ class Snapshot:
     __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
                  "inventory", "traits", "aggregates", "trait_names",
                  "class_names", "aggregate_ids", "sharing", "in_aggregate", "memo",
-                 "by_uuid", "shapes")
+                 "by_uuid", "shapes", "built")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
@@ -131,6 +138,7 @@ class Snapshot:
         # facts (and its tree's) alone, for as long as this copy lasts
         # (candidates/memory.py); not carried over by a refresh.
         self.shapes: dict = {}
+        self.built = time.monotonic()
 
     def _derive_from(self, before: "Snapshot", changed: frozenset, shares) -> None:
         root = self.root
@@ -294,14 +302,22 @@ class FactsCache:
         """The facts as of now, read in `conn`'s transaction."""
         heads = facts_log.heads(conn)
         snap = self._snapshot
-        if snap is not None and _covers(snap.heads, heads):
+        if snap is not None and snap.heads == heads:
             return snap
         with self._lock:
             snap = self._snapshot
             if snap is not None and _covers(snap.heads, heads):
-                # As new as this transaction's view, or newer (built by a
-                # request that began later): never older.
-                return snap
+                if snap.heads == heads or time.monotonic() - snap.built < BEHIND_AT_MOST:
+                    # As new as this transaction's view, or newer: built
+                    # by a request whose transaction began later, while
+                    # this one waited for the lock.
+                    return snap
+                # The database's log is behind this copy for longer than
+                # any request waits: it went back (a backup restored in
+                # place). Nothing it logs can be trusted against the copy.
+                LOG.warning("the facts log is behind this process's copy "
+                            "(database restored?): reading all facts again")
+                snap = None
             changed = None if snap is None else facts_log.changes(conn, snap.heads, heads)
             if changed is None:
                 built = load(conn, heads)
