@@ -342,3 +342,19 @@ def test_a_database_restored_under_the_copy_is_read_again(db, monkeypatch):
     with db.read() as conn:
         assert list(cache.current(conn).uuid) == [kept.id]
     assert cache.loads == 2
+
+
+def test_a_query_remembered_answers_per_version_and_refusals_repeat(apps):
+    """Parsed queries are remembered per query string and microversion: the
+    same string means other things at other versions, and a refused one is
+    refused every time."""
+    memory, _sql = apps
+    Builder(memory, random.Random(SEED)).provider(
+        "cn", inventory={"VCPU": {"total": 8, "max_unit": 8}})
+    path = "/allocation_candidates?resources=VCPU:1&limit=1"
+    for _ in range(2):
+        assert wsgi(memory, "GET", path, version="1.15")[0] == 400
+        status, body = wsgi(memory, "GET", path, version="1.16")
+        assert status == 200 and isinstance(body["allocation_requests"][0]["allocations"], dict)
+        status, body = wsgi(memory, "GET", path.replace("&limit=1", ""), version="1.10")
+        assert status == 200 and isinstance(body["allocation_requests"][0]["allocations"], list)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import lru_cache
 # The C string quoting behind json.dumps (with a pure-Python fallback).
 from json.encoder import encode_basestring_ascii as quote
 
@@ -138,6 +139,19 @@ def _template_of(snap, pid, classes, with_traits, with_tree) -> tuple:
     return text, tuple(rc for rc, _row in rows)
 
 
+@lru_cache(maxsize=512)
+def _wanted(query_string: str, version):
+    """The query string validated and parsed at `version` (a pure function
+    of the two, so remembered: schedulers ask the same few flavors over
+    and over, and checking one costs about as much as answering it with a
+    small `limit`). A refused query raises, and is not remembered."""
+    params = {name: value if isinstance(value, list) else [value]
+              for name, value in falcon.uri.parse_query_string(
+                  query_string, keep_blank=True, csv=False).items()}
+    request.validate(params, schema.QUERY.at(version), what="Query string")
+    return parse_candidate_request(params, query_dialect(version))
+
+
 class AllocationCandidates:
     policies = {"GET": "placement:allocation_candidates:list"}
 
@@ -147,10 +161,7 @@ class AllocationCandidates:
     @versioned(ALLOCATION_CANDIDATES)
     def on_get(self, req, resp):
         version = req.context.microversion
-        params = {name: value if isinstance(value, list) else [value]
-                  for name, value in req.params.items()}
-        request.validate(params, schema.QUERY.at(version), what="Query string")
-        wanted = parse_candidate_request(params, query_dialect(version))
+        wanted = _wanted(req.query_string, version)
         with_traits = version.has(CANDIDATE_REQUIRED)
         with_tree = version.has(NESTED_CANDIDATES)
         settings = self.services.settings
