@@ -58,7 +58,11 @@ def _template(layout, names, with_mappings) -> tuple:
 
 def _requests_dict(result, with_mappings) -> str:
     names = result.class_names
-    quoted = {rp: quote(uuid) for rp, uuid in result.uuids.items()}
+    uuids = result.uuids
+    # Quoted once per provider: per copy of the facts when there is one
+    # (a uuid never changes), else per request, and only those named.
+    quoted = (result.memory.snap.memo.setdefault("quoted uuid", {})
+              if result.memory is not None else {})
     templates: dict = {}
     out = []
     for cand in result.candidates:
@@ -68,7 +72,13 @@ def _requests_dict(result, with_mappings) -> str:
                 cand.layout, names, with_mappings)
         text, order = found
         rps = cand.providers
-        out.append(text % tuple([quoted[rps[pos]] for pos in order]))
+        try:
+            out.append(text % tuple([quoted[rps[pos]] for pos in order]))
+        except KeyError:
+            for rp in rps:
+                if rp not in quoted:
+                    quoted[rp] = quote(uuids[rp])
+            out.append(text % tuple([quoted[rps[pos]] for pos in order]))
     return "[%s]" % ",".join(out)
 
 
@@ -110,15 +120,15 @@ def _memory_summaries(result, whole_trees, classes, with_traits, with_tree) -> s
     key = ("summary", with_traits, with_tree,
            None if classes is None else frozenset(classes))
     templates = snap.memo.setdefault(key, {})
-    used = result.memory.used
+    used = result.memory.used.get
     out = []
     for pid in summaries.provider_ids(result, whole_trees):
         found = templates.get(pid)
         if found is None:
             found = templates[pid] = _template_of(snap, pid, classes, with_traits,
                                                   with_tree)
-        text, rcs = found
-        out.append(text % tuple([used.get((pid, rc), 0) for rc in rcs]) if rcs else text)
+        text, keys = found
+        out.append(text % tuple([used(k, 0) for k in keys]) if keys else text)
     return "{%s}" % ",".join(out)
 
 
@@ -136,7 +146,8 @@ def _template_of(snap, pid, classes, with_traits, with_tree) -> tuple:
     if not rows:
         # No placeholder: the text is used as it is, so no %% either.
         text = text.replace("%%", "%")
-    return text, tuple(rc for rc, _row in rows)
+    # The (provider, class) keys of its `used`, in placeholder order.
+    return text, tuple((pid, rc) for rc, _row in rows)
 
 
 @lru_cache(maxsize=512)
