@@ -31,7 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
@@ -137,11 +137,16 @@ def _holdings(conn: Connection, consumer_ids: list[int]
     """
     if not consumer_ids:
         return []
-    a = t.allocations
     return [(cid, rp, rc, int(n)) for cid, rp, rc, n in conn.execute(
-        select(a.c.consumer_id, a.c.resource_provider_id, a.c.resource_class_id,
-               a.c.used)
-        .where(a.c.consumer_id.in_(sorted(consumer_ids))))]
+        _HOLDINGS, {"ids": sorted(consumer_ids)})]
+
+
+# Built once: every allocation write of an existing consumer runs them.
+_a = t.allocations
+_HOLDINGS = select(_a.c.consumer_id, _a.c.resource_provider_id,
+                   _a.c.resource_class_id, _a.c.used).where(
+    _a.c.consumer_id.in_(bindparam("ids", expanding=True)))
+_DROP_HOLDINGS = delete(_a).where(_a.c.consumer_id.in_(bindparam("ids", expanding=True)))
 
 
 def _by_class(pairs: Iterable[tuple[int, int]]) -> dict[int, int]:
@@ -245,8 +250,7 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
     for key, claimed in amounts.items():
         moved[key] += sum(claimed)
     if existing_ids:
-        conn.execute(delete(t.allocations).where(
-            t.allocations.c.consumer_id.in_(existing_ids)))
+        conn.execute(_DROP_HOLDINGS, {"ids": existing_ids})
     capacity.add_usage(conn, moved)
     capacity.check(conn, amounts, names_by_id,
                    {v: k for k, v in rcs.items()}, held)

@@ -9,9 +9,10 @@ before ours took the row locks.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Mapping, Optional
 
-from sqlalchemy import and_, case, or_, select, update
+from sqlalchemy import BigInteger, Integer, and_, bindparam, case, or_, select, update
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
@@ -50,19 +51,31 @@ def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int]) -> None:
     keys = sorted(k for k, d in deltas.items() if d)
     if not keys:
         return
+    params = {}
+    for i, (rp, rc) in enumerate(keys):
+        params.update({f"rp{i}": rp, f"rc{i}": rc, f"d{i}": deltas[(rp, rc)]})
+    conn.execute(_add_usage_statement(len(keys)), params)
+
+
+@lru_cache(maxsize=64)
+def _add_usage_statement(n: int):
+    """add_usage's UPDATE for n keys, built once per n: a claim's hot
+    statement, whose building and cache key cost more than its run."""
     inv = t.inventories
-    match = [and_(inv.c.resource_provider_id == rp, inv.c.resource_class_id == rc)
-             for rp, rc in keys]
-    conn.execute(update(inv).where(or_(*match)).values(
-        used=inv.c.used + case(*[(m, deltas[k]) for m, k in zip(match, keys)],
-                               else_=0)))
+    match = [and_(inv.c.resource_provider_id == bindparam(f"rp{i}", type_=Integer),
+                  inv.c.resource_class_id == bindparam(f"rc{i}", type_=Integer))
+             for i in range(n)]
+    return update(inv).where(or_(*match)).values(
+        used=inv.c.used + case(*[(m, bindparam(f"d{i}", type_=BigInteger))
+                                 for i, m in enumerate(match)], else_=0))
+
+
+_INVENTORIES = select(t.inventories).where(
+    t.inventories.c.resource_provider_id.in_(bindparam("ids", expanding=True)))
 
 
 def inventories(conn: Connection, provider_ids) -> dict[tuple[int, int], object]:
-    inv = t.inventories
-    rows = conn.execute(
-        select(inv).where(
-            inv.c.resource_provider_id.in_(sorted(set(provider_ids)))))
+    rows = conn.execute(_INVENTORIES, {"ids": sorted(set(provider_ids))})
     return {(r.resource_provider_id, r.resource_class_id): r for r in rows}
 
 

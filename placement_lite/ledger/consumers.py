@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from sqlalchemy import delete, exists, insert, select, update
+from sqlalchemy import bindparam, delete, exists, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -105,6 +105,12 @@ def _consumer_query():
                        t.consumer_types.c.id == c.c.consumer_type_id))
 
 
+# Built once: every allocation write runs them.
+_BY_UUIDS = _consumer_query().where(
+    t.consumers.c.uuid.in_(bindparam("uuids", expanding=True)))
+_INSERT = insert(t.consumers)
+
+
 def _consumer(row) -> Consumer:
     return Consumer(row.id, row.uuid, row.project, row.user, row.ctype,
                     row.generation,
@@ -121,7 +127,7 @@ def get_many(conn: Connection, uuids: Iterable[str]) -> dict[str, Consumer]:
     wanted = sorted(set(uuids))
     if not wanted:
         return {}
-    rows = conn.execute(_consumer_query().where(t.consumers.c.uuid.in_(wanted)))
+    rows = conn.execute(_BY_UUIDS, {"uuids": wanted})
     return {row.uuid: _consumer(row) for row in rows}
 
 
@@ -150,8 +156,7 @@ def create(conn: Connection, uuid: str, project: str, user: str,
     values = {"uuid": uuid, "project_id": owner[0], "user_id": owner[1],
               "consumer_type_id": owner[2], "generation": 1}
     try:
-        new_id = conn.execute(insert(t.consumers).values(values)
-                              ).inserted_primary_key[0]
+        new_id = conn.execute(_INSERT, values).inserted_primary_key[0]
     except IntegrityError:
         # Another writer created this consumer since we looked: start over
         # in a fresh transaction, which will see it.
