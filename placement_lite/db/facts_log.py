@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple, Optional
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import ARRAY, Integer, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -56,6 +56,11 @@ _BUMP_RETURNING = _BUMP.returning(_h.c.serial)
 _BUMP_MYSQL = (update(_h).where(_h.c.shard == bindparam("p_shard"))
                .values(serial=func.last_insert_id(_h.c.serial + 1)))
 _SERIAL = select(_h.c.serial).where(_h.c.shard == bindparam("p_shard"))
+_BUMPED = _BUMP_RETURNING.cte("bumped")
+_BUMP_AND_LOG_PG = insert(_c).from_select(
+    ["shard", "serial", "provider_id"],
+    select(bindparam("p_shard", type_=Integer), _BUMPED.c.serial,
+           func.unnest(bindparam("p_ids", type_=ARRAY(Integer))))).returning(_c.c.serial)
 _LOG = insert(_c)
 _PRUNE = delete(_c).where(_c.c.shard == bindparam("p_shard"),
                           _c.c.serial <= bindparam("p_floor"))
@@ -108,6 +113,12 @@ def flush(conn: Connection) -> None:
     dialect = conn.dialect
     for shard in sorted(by_shard):
         params = {"p_shard": shard}
+        if dialect.name == "postgresql":
+            # One round trip: the bump and the log rows in one statement.
+            serial = conn.execute(_BUMP_AND_LOG_PG, {
+                "p_shard": shard, "p_ids": sorted(by_shard[shard])}).first()[0]
+            _prune(conn, shard, serial)
+            continue
         if dialect.name == "mysql":
             serial = conn.execute(_BUMP_MYSQL, params).lastrowid
         elif dialect.update_returning:
@@ -119,10 +130,14 @@ def flush(conn: Connection) -> None:
             serial = conn.execute(_SERIAL, params).scalar_one()
         conn.execute(_LOG, [{"shard": shard, "serial": serial, "provider_id": pid}
                             for pid in sorted(by_shard[shard])])
-        if serial % PRUNE_EVERY == 0 and serial > KEEP:
-            floor = serial - KEEP
-            conn.execute(_PRUNE, {"p_shard": shard, "p_floor": floor})
-            conn.execute(_RAISE_FLOOR, {"p_shard": shard, "p_floor": floor})
+        _prune(conn, shard, serial)
+
+
+def _prune(conn: Connection, shard: int, serial: int) -> None:
+    if serial % PRUNE_EVERY == 0 and serial > KEEP:
+        floor = serial - KEEP
+        conn.execute(_PRUNE, {"p_shard": shard, "p_floor": floor})
+        conn.execute(_RAISE_FLOOR, {"p_shard": shard, "p_floor": floor})
 
 
 def heads(conn: Connection) -> tuple:
