@@ -16,10 +16,10 @@ from typing import Iterable, Optional
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates.facts import NO_SHARING, Room, Sharing, Slice
+from placement_lite.candidates.facts import NO_SHARING, Room, Sharing
 from placement_lite.candidates.filters import known_ids
 from placement_lite.candidates.plan import Plan
-from placement_lite.candidates.reader import Draft, chunks
+from placement_lite.candidates.reader import Draft, SliceWalk, chunks
 from placement_lite.candidates.snapshot import Snapshot
 from placement_lite.db import tables as t
 
@@ -54,7 +54,7 @@ class _Terms:
         return all(not aggs.isdisjoint(s) for s in self.member_of)
 
 
-class MemoryReader:
+class MemoryReader(SliceWalk):
     def __init__(self, conn: Connection, plan: Plan, snapshot: Snapshot):
         self.conn = conn
         self.plan = plan
@@ -302,39 +302,28 @@ class MemoryReader:
             for agg in snap.aggregates[ss]:
                 for member in snap.in_aggregate.get(agg, ()):
                     anchors.setdefault(root[member], set()).add(ss)
-        for ss in eligible:
-            anchors.setdefault(draft.root[ss], set()).add(ss)
-        if self.plan.need_parents:
-            self._parents(draft, {})
-        self.has_sharing = True
-        return Sharing(draft.facts(), by_key, anchors)
+        return self._sharing_done(draft, by_key, eligible, anchors)
 
     def bounds(self) -> Optional[tuple]:
         return self.snap.bounds()
 
-    def slice(self, lo: int, hi: int, sharing: Sharing) -> Optional[Slice]:
-        plan, snap = self.plan, self.snap
+    # -- a slice's reads (see SliceWalk) -------------------------------------
+
+    def _slice_scope(self, lo: int, hi: int):
+        snap = self.snap
         roots = snap.roots_between(lo, hi)
         providers = [rp for r in roots for rp in snap.members[r]]
         self.read_used(providers)
-        draft = Draft()
-        if not self._rows(providers, draft, sharing):
-            return None
-        anchors = set()
-        for rows in draft.rows.values():
-            anchors.update(rows)
-        anchors.update(a for a in sharing.anchors if lo <= a <= hi)
-        offered = frozenset(anchors)
-        if anchors:
-            self._inventory(providers, draft)
-            g = plan.unnumbered
-            if plan.req.root_required or plan.req.root_forbidden or (
-                    sharing.anchors and g is not None and g.forbidden_aggs):
-                self._roots(roots, draft)
-                anchors &= draft.root_ok
-            if plan.need_parents:
-                self._parents(draft, sharing.facts.parent)
-        return Slice(lo, hi, draft.facts(), tuple(sorted(anchors)), offered)
+        return roots, providers
+
+    def _slice_rows(self, scope, draft: Draft, sharing: Sharing) -> bool:
+        return self._rows(scope[1], draft, sharing)
+
+    def _slice_inventory(self, scope, draft: Draft) -> None:
+        self._inventory(scope[1], draft)
+
+    def _slice_roots(self, scope, draft: Draft) -> None:
+        self._roots(scope[0], draft)
 
 
 def _selecting(ids: list):

@@ -72,7 +72,52 @@ class Draft:
                      self.root_agg_bad, self.rows)
 
 
-class Reader:
+class SliceWalk:
+    """What both readers (this SQL one, and candidates/memory.py over a
+    process's copy of the facts) do with their own reads: a slice's
+    anchors and the facts the combiner needs for them, and the end of
+    reading the sharing providers. Each reader gives the reads:
+    _slice_scope, _slice_rows, _slice_inventory, _slice_roots, _parents."""
+
+    plan: Plan
+    has_sharing: bool
+
+    def slice(self, lo: int, hi: int, sharing: Sharing) -> Optional[Slice]:
+        """The facts of the trees rooted in [lo, hi]; None when some slot
+        has no provider there (nor a sharing one)."""
+        plan = self.plan
+        draft = Draft()
+        scope = self._slice_scope(lo, hi)
+        if not self._slice_rows(scope, draft, sharing):
+            return None
+        anchors = set()
+        for rows in draft.rows.values():
+            anchors.update(rows)
+        anchors.update(a for a in sharing.anchors if lo <= a <= hi)
+        offered = frozenset(anchors)
+        if anchors:
+            self._slice_inventory(scope, draft)
+            g = plan.unnumbered
+            if plan.req.root_required or plan.req.root_forbidden or (
+                    sharing.anchors and g is not None and g.forbidden_aggs):
+                self._slice_roots(scope, draft)
+                anchors &= draft.root_ok
+            if plan.need_parents:
+                self._parents(draft, sharing.facts.parent)
+        return Slice(lo, hi, draft.facts(), tuple(sorted(anchors)), offered)
+
+    def _sharing_done(self, draft: Draft, by_key: dict, eligible: set,
+                      anchors: dict) -> Sharing:
+        """Each sharing provider also serves its own tree."""
+        for ss in eligible:
+            anchors.setdefault(draft.root[ss], set()).add(ss)
+        if self.plan.need_parents:
+            self._parents(draft, {})
+        self.has_sharing = True
+        return Sharing(draft.facts(), by_key, anchors)
+
+
+class Reader(SliceWalk):
     def __init__(self, conn: Connection, plan: Plan):
         self.conn = conn
         self.plan = plan
@@ -190,7 +235,7 @@ class Reader:
             if bad:
                 draft.root_agg_bad[row.id] = bool(row.agg_bad)
 
-    def _read_parents(self, draft: Draft, known: dict) -> None:
+    def _parents(self, draft: Draft, known: dict) -> None:
         """Complete the parent links of the providers read so far with
         their ancestors that serve no group (for same_subtree)."""
         while True:
@@ -231,12 +276,7 @@ class Reader:
                      .where(rpa.c.resource_provider_id.in_(part)).distinct())
             for row in self.conn.execute(query):
                 anchors.setdefault(row.anchor, set()).add(row.sharing)
-        for ss in eligible:
-            anchors.setdefault(draft.root[ss], set()).add(ss)
-        if self.plan.need_parents:
-            self._read_parents(draft, {})
-        self.has_sharing = True
-        return Sharing(draft.facts(), by_key, anchors)
+        return self._sharing_done(draft, by_key, eligible, anchors)
 
     def bounds(self) -> Optional[tuple]:
         """The lowest and highest provider id, or None with no provider."""
@@ -247,26 +287,16 @@ class Reader:
             return None
         return lo, self.conn.execute(select(func.max(RP.c.id))).scalar()
 
-    def slice(self, lo: int, hi: int, sharing: Sharing) -> Optional[Slice]:
-        """The facts of the trees rooted in [lo, hi]; None when some slot
-        has no provider there (nor a sharing one)."""
-        plan = self.plan
-        draft = Draft()
-        params = {"slice_lo": lo, "slice_hi": hi}
-        if not self._read_rows(_SLICE, draft, sharing, params=params):
-            return None
-        anchors = set()
-        for rows in draft.rows.values():
-            anchors.update(rows)
-        anchors.update(a for a in sharing.anchors if lo <= a <= hi)
-        offered = frozenset(anchors)
-        if anchors:
-            self._read_inventory(_SLICE, draft, params=params)
-            g = plan.unnumbered
-            if plan.req.root_required or plan.req.root_forbidden or (
-                    sharing.anchors and g is not None and g.forbidden_aggs):
-                self._read_roots(lo, hi, draft)
-                anchors &= draft.root_ok
-            if plan.need_parents:
-                self._read_parents(draft, sharing.facts.parent)
-        return Slice(lo, hi, draft.facts(), tuple(sorted(anchors)), offered)
+    # -- a slice's reads (see SliceWalk) -------------------------------------
+
+    def _slice_scope(self, lo: int, hi: int):
+        return lo, hi, {"slice_lo": lo, "slice_hi": hi}
+
+    def _slice_rows(self, scope, draft: Draft, sharing: Sharing) -> bool:
+        return self._read_rows(_SLICE, draft, sharing, params=scope[2])
+
+    def _slice_inventory(self, scope, draft: Draft) -> None:
+        self._read_inventory(_SLICE, draft, params=scope[2])
+
+    def _slice_roots(self, scope, draft: Draft) -> None:
+        self._read_roots(scope[0], scope[1], draft)
