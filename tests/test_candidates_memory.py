@@ -86,6 +86,18 @@ def test_the_copy_answers_as_sql_does(apps):
                       "resources1=VCPU:1&resources=MEMORY_MB:128"):
             for member_of in (agg, "!" + agg):
                 _alike(memory, sql, f"/allocation_candidates?{query}&member_of={member_of}")
+    # What is kept per request shape must not mix shapes that differ only
+    # in the order of the classes or in the rules between groups.
+    for query in ("resources=VCPU:1,MEMORY_MB:128", "resources=MEMORY_MB:128,VCPU:1",
+                  "resources=DISK_GB:10,VCPU:1,MEMORY_MB:128",
+                  "resources=MEMORY_MB:128,DISK_GB:10,VCPU:1"):
+        _alike(memory, sql, f"/allocation_candidates?{query}")
+    for policy in ("isolate", "none", "isolate"):
+        for rest in ("", "&same_subtree=1,2"):
+            _alike(memory, sql, "/allocation_candidates?resources1=VCPU:1"
+                   f"&resources2=VCPU:1&group_policy={policy}{rest}")
+            _alike(memory, sql, "/allocation_candidates?resources2=VCPU:1"
+                   f"&resources1=MEMORY_MB:128&group_policy={policy}{rest}")
     # Compared something real: many queries found candidates.
     assert found > 40, found
 

@@ -90,7 +90,7 @@ class MemoryReader(SliceWalk):
         """(per provider id: what its facts alone decide for this request
         shape, `build`): worked out once per copy and shape, so a request
         only checks capacity against `used`."""
-        key = (self.plan.shape, kind)
+        key = (self.plan.slot_shape, kind)
         shapes = self.snap.shapes
         found = shapes.get(key)
         if found is None:
@@ -207,7 +207,10 @@ class MemoryReader(SliceWalk):
                 checks = static[rp] = build(rp)
             if checks is None:
                 continue
-            if all(cap >= used.get((rp, rc), 0) + amount for rc, amount, cap in checks):
+            for rc, amount, cap in checks:
+                if cap < used.get((rp, rc), 0) + amount:
+                    break
+            else:
                 out.append(rp)
         return out
 
@@ -230,11 +233,13 @@ class MemoryReader(SliceWalk):
             rows = self._numbered_rows(providers, suffixes[0], terms, resources)
             if not rows and in_trees and suffixes[0] not in sharing.by_key:
                 return False
+            uuid, parent, roots = snap.uuid, snap.parent, snap.root
+            filed = [draft.rows[suffix] for suffix in suffixes]
             for rp in rows:
-                root = snap.root[rp]
-                draft.provider(rp, root, snap.uuid[rp], snap.parent[rp])
-                for suffix in suffixes:
-                    draft.add(suffix, rp, root)
+                root = roots[rp]
+                draft.provider(rp, root, uuid[rp], parent[rp])
+                for by_root in filed:
+                    by_root.setdefault(root, []).append(rp)
         return True
 
     def _inventory(self, providers: Iterable[int], draft: Draft) -> None:

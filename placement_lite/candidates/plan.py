@@ -93,6 +93,12 @@ class Plan:
             lookups.rc_ids, lookups.trait_ids, lookups.agg_ids, lookups.tree_roots))
         # Everything a slice statement is built from but the sharing flag.
         self.shape = (groups, ids)
+        # The shape with the order of the slots (a request may name the
+        # same classes in another order), for what is kept per shape and
+        # read by slot position (statements' flag columns, the memory
+        # reader's verdicts).
+        slot_order = tuple((slot.suffix, tuple(slot.resources.items())) for slot in slots)
+        self.slot_shape = (self.shape, slot_order)
 
     def slot_key(self, slot: Slot):
         """Where the reader files a slot's providers: by suffix, or

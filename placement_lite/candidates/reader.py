@@ -131,7 +131,7 @@ class Reader(SliceWalk):
         than running it); others are built for their single use."""
         if not reuse:
             return build()
-        key = (key, self.plan.shape, self.has_sharing)
+        key = (key, self.plan.slot_shape, self.has_sharing)
         found = _STATEMENTS.get(key)
         if found is None:
             found = build()
