@@ -20,7 +20,11 @@ from urllib.parse import urlencode
 import pytest
 
 from placement_lite.app import create_app
-from placement_lite.candidates import snapshot
+from placement_lite.api.provider_filters import query_dialect
+from placement_lite.api.versions import Version
+from placement_lite.candidates import engine, snapshot
+from placement_lite.candidates.plan import Plan
+from placement_lite.candidates.query import parse_candidate_request
 from placement_lite.candidates.snapshot import FactsCache
 from placement_lite.config import Settings
 from placement_lite.db import tables as t
@@ -370,3 +374,38 @@ def test_a_query_remembered_answers_per_version_and_refusals_repeat(apps):
         assert status == 200 and isinstance(body["allocation_requests"][0]["allocations"], dict)
         status, body = wsgi(memory, "GET", path.replace("&limit=1", ""), version="1.10")
         assert status == 200 and isinstance(body["allocation_requests"][0]["allocations"], list)
+
+
+def test_a_trees_walk_is_remembered_until_its_options_change(db, apps):
+    """Over the copy, each tree's walk is kept per request shape and
+    reused while the tree's options (what passed against `used`) stay the
+    same; a claim that changes them makes a new walk."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    root = world.provider("cn", inventory={"DISK_GB": world.inv(100)})
+    for n in range(2):
+        world.provider(f"numa{n}", parent=root, inventory={"VCPU": world.inv(1)})
+    path = ("/allocation_candidates?resources=DISK_GB:10&resources1=VCPU:1"
+            "&resources2=VCPU:1&group_policy=isolate")
+    query = parse_candidate_request(
+        {k: [v] for k, v in (p.split("=") for p in path.split("?")[1].split("&"))},
+        query_dialect(Version.parse("1.39")))
+    cache = FactsCache()
+
+    def walk():
+        with db.read() as conn:
+            snap = cache.current(conn)
+            found = engine.find(conn, query, snapshot=snap)
+            shape = Plan(query, engine.resolve(conn, query, snap)).walk_shape
+        walks = snap.shapes[shape]
+        return [c.providers for c in found.candidates], dict(walks)
+
+    first, kept = walk()
+    assert len(first) == 2 and len(kept) == 1
+    again, kept_again = walk()
+    assert again == first and kept_again == kept
+    numa0 = next(u for u, p in world.providers.items() if p["name"] == "numa0")
+    assert _claim_on(memory, numa0)[0] == 204
+    after, kept_after = walk()
+    assert after == [] and len(kept_after) == 2
+    _alike(memory, sql, path)

@@ -34,6 +34,10 @@ MAX_DEAD_ENDS = 200_000
 # problem; these bound what one request can cost (a few seconds of CPU).
 TREE_STEPS = 20_000
 REQUEST_STEPS = 1_000_000
+# Trees of at most this many combinations have their walk remembered by
+# slice_choices when given somewhere to keep it; entries kept in all.
+REMEMBERED_COMBINATIONS = 64
+REMEMBERED_TREES = 200_000
 
 
 class Budget:
@@ -329,13 +333,49 @@ class Watcher:
 QUIET = Watcher()
 
 
+def _walk(plan: Plan, view: View, opts: list, budget: Budget,
+          walks: Optional[dict], anchor: int) -> Iterator[tuple]:
+    """combine(), or what it gave the last time for the same options of
+    the same tree (`walks`: kept by the caller for as long as the facts
+    behind `plan` and the trees do not change). A tree's options are its
+    providers that passed every check against `used` (with the merged
+    classes' rooms, when any): the same options, the same walk. The work
+    the walk took is counted again, so budgets stop a request alike."""
+    if walks is None or math.prod(map(len, opts)) > min(REMEMBERED_COMBINATIONS,
+                                                        budget.tree_steps):
+        return combine(plan, view, opts, budget)
+    key = (anchor, tuple(map(tuple, opts)))
+    if plan.multi_rcs:
+        key += tuple(view.inventory((rp, rc)) for rp in sorted(set().union(*opts))
+                     for rc in sorted(plan.multi_rcs))
+    known = walks.get(key)
+    if known is not None:
+        choices, steps = known
+        if budget.work + steps <= budget.request_steps:
+            budget.work += steps
+            return iter(choices)
+        return combine(plan, view, opts, budget)
+    before = budget.work
+    choices = list(combine(plan, view, opts, budget))
+    if not budget.cut_short:
+        if len(walks) >= REMEMBERED_TREES:
+            walks.clear()
+        walks[key] = (choices, budget.work - before)
+    return iter(choices)
+
+
 def slice_choices(plan: Plan, sharing: Sharing, part: Slice, budget: Budget,
-                  seen: set, watcher: Watcher = QUIET) -> Iterator[tuple]:
+                  seen: set, watcher: Watcher = QUIET,
+                  walks: Optional[dict] = None) -> Iterator[tuple]:
     """Every candidate of a slice's trees, as the provider chosen per slot
     (a candidate reached from two trees through a sharing provider comes
-    once: `seen` holds those given so far)."""
+    once: `seen` holds those given so far). `walks`: where each tree's
+    walk may be remembered (see _walk); not with sharing providers, whose
+    options span trees."""
     facts = part.facts
     view = View(facts, sharing.facts)
+    if sharing.anchors:
+        walks = None
     g = plan.unnumbered
     # A tree of one provider, with no sharing provider to help and no
     # numbered group, is a candidate exactly when the SQL returned it.
@@ -354,7 +394,7 @@ def slice_choices(plan: Plan, sharing: Sharing, part: Slice, budget: Budget,
             watcher.tree_unserved(anchor, [bool(o) for o in opts].index(False))
             continue
         found = refused = 0
-        for chosen in combine(plan, view, opts, budget):
+        for chosen in _walk(plan, view, opts, budget, walks, anchor):
             if chosen in seen:
                 continue
             if not nested_aware and not one_per_tree_ok(plan, view, chosen):

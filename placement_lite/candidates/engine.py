@@ -63,6 +63,11 @@ class Search:
         # SQL reader asks the database everything.
         self.reader = (Reader(conn, self.plan) if snapshot is None
                        else MemoryReader(conn, self.plan, snapshot))
+        # Over the copy of the facts, the trees' walks are remembered with
+        # it, per request shape: a tree whose usage did not change since
+        # is not walked again (combiner._walk).
+        self._walks = (None if snapshot is None else
+                       snapshot.per_shape(self.plan.walk_shape, dict))
         self.bound = bound
         self.observer = observer
         self.budget = budget or combiner.Budget()
@@ -112,7 +117,7 @@ class Search:
                 continue
             self._learn(part.facts)
             for chosen in combiner.slice_choices(plan, sharing, part, self.budget,
-                                                 seen, self.observer):
+                                                 seen, self.observer, self._walks):
                 yield self._candidate(chosen)
             if self.budget.cut_short:
                 return

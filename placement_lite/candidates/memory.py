@@ -34,8 +34,6 @@ _USED_LISTED = _USED.where(
     _INV.c.used != 0)
 # Ids per range statement where they are dense.
 RANGE_CHUNK = 10000
-# Request shapes whose per-provider verdicts a copy keeps (Snapshot.shapes).
-SHAPES_KEPT = 32
 _UNKNOWN = object()
 
 
@@ -90,14 +88,7 @@ class MemoryReader(SliceWalk):
         """(per provider id: what its facts alone decide for this request
         shape, `build`): worked out once per copy and shape, so a request
         only checks capacity against `used`."""
-        key = (self.plan.slot_shape, kind)
-        shapes = self.snap.shapes
-        found = shapes.get(key)
-        if found is None:
-            if len(shapes) >= SHAPES_KEPT:
-                shapes.clear()
-            found = shapes[key] = {}
-        return found, build
+        return self.snap.per_shape((self.plan.slot_shape, kind), dict), build
 
     def _checks(self, inv: dict, resources) -> list:
         """(class, amount, capacity or None where the unit limits refuse)."""

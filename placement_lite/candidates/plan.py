@@ -95,10 +95,12 @@ class Plan:
         self.shape = (groups, ids)
         # The shape with the order of the slots (a request may name the
         # same classes in another order), for what is kept per shape and
-        # read by slot position (statements' flag columns, the memory
-        # reader's verdicts).
+        # read by slot position (candidates/memory.py), and with what else
+        # a tree's walk depends on (combiner._walk).
         slot_order = tuple((slot.suffix, tuple(slot.resources.items())) for slot in slots)
         self.slot_shape = (self.shape, slot_order)
+        self.walk_shape = ("walk", self.slot_shape, self.isolate,
+                           tuple(tuple(sorted(s)) for s in req.same_subtrees))
 
     def slot_key(self, slot: Slot):
         """Where the reader files a slot's providers: by suffix, or

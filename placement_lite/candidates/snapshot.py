@@ -30,6 +30,8 @@ from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
 
 LOG = logging.getLogger(__name__)
+# Request shapes whose derived values a copy keeps (Snapshot.shapes).
+SHAPES_KEPT = 64
 # Seconds a request may wait for the lock while another refreshes the
 # copy; a log behind the copy for longer than that went back.
 BEHIND_AT_MOST = 30.0
@@ -176,6 +178,15 @@ class Snapshot:
     def roots_between(self, lo: int, hi: int) -> list:
         roots = self.roots
         return roots[bisect.bisect_left(roots, lo):bisect.bisect_right(roots, hi)]
+
+    def per_shape(self, key, make):
+        """What a request shape keeps with this copy (Snapshot.shapes)."""
+        found = self.shapes.get(key)
+        if found is None:
+            if len(self.shapes) >= SHAPES_KEPT:
+                self.shapes.clear()
+            found = self.shapes[key] = make()
+        return found
 
     def ids_by_uuid(self) -> dict:
         """uuid -> provider id."""
