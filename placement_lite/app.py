@@ -153,6 +153,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     services.claim_checks.append(services.enforcer)
     metrics = Metrics(worker)
     metrics.attach(db)
+    metrics.facts = services.facts
     services.metrics = metrics
     observers = [metrics.observe_request] if settings.metrics_enabled else []
     cors_mw = cors.from_settings(settings)

@@ -133,3 +133,40 @@ def test_unknown_methods_share_one_series():
     text = metrics.render()
     assert 'method="OTHER",route="unmatched",status="405"} 2' in text
     assert "BREW" not in text
+
+
+def test_the_facts_copy_is_reported(db):
+    """How often a worker read its copy of the providers' facts, whole or
+    refreshed from the log, and how many providers it holds."""
+    client = _client(db)
+    version = {**ADMIN, "OpenStack-API-Version": "placement 1.39"}
+
+    def provider(name):
+        rp = client.simulate_post("/resource_providers", json={"name": name},
+                                  headers=version).json["uuid"]
+        assert client.simulate_put(f"/resource_providers/{rp}/inventories", json={
+            "resource_provider_generation": 0,
+            "inventories": {"VCPU": {"total": 4}}}, headers=version).status_code == 200
+
+    def reads():
+        samples = _parse(client.simulate_get("/metrics").text)
+        return (samples[("placement_lite_facts_copy_reads_total",
+                         '{worker="0",kind="whole"}')],
+                samples[("placement_lite_facts_copy_reads_total",
+                         '{worker="0",kind="refresh"}')],
+                samples[("placement_lite_facts_copy_providers", '{worker="0"}')])
+
+    assert reads() == (0, 0, 0)
+    provider("cn1")
+    path = "/allocation_candidates?resources=VCPU:1"
+    for _ in range(2):
+        assert client.simulate_get(path, headers=version).status_code == 200
+    assert reads() == (1, 0, 1)
+    provider("cn2")
+    assert client.simulate_get(path, headers=version).status_code == 200
+    assert reads() == (1, 1, 2)
+
+
+def test_no_facts_copy_no_series(db):
+    client = _client(db, facts_in_memory=False)
+    assert "facts_copy" not in client.simulate_get("/metrics").text

@@ -90,6 +90,9 @@ class Metrics:
         self.candidates = Histogram()
         self.retries: dict[str, int] = {}
         self.db = None
+        # The worker's copy of the providers' facts (candidates/snapshot.py),
+        # when it keeps one.
+        self.facts = None
 
     # Observers -------------------------------------------------------
     def observe_request(self, method: str, route: str, status: int,
@@ -177,6 +180,19 @@ class Metrics:
             for reason in sorted(set(self.retries) | {"concurrent_update"}):
                 lines.append("placement_lite_db_write_retries_total" + _labels(
                     [w, ("reason", reason)]) + f" {self.retries.get(reason, 0)}")
+        facts = self.facts
+        if facts is not None:
+            family("placement_lite_facts_copy_reads_total", "counter",
+                   "Reads of this worker's copy of the providers' facts: whole, "
+                   "or only the providers the facts log named (refresh).")
+            for kind, count in (("whole", facts.loads), ("refresh", facts.refreshes)):
+                lines.append("placement_lite_facts_copy_reads_total" + _labels(
+                    [w, ("kind", kind)]) + f" {count}")
+            family("placement_lite_facts_copy_providers", "gauge",
+                   "Providers in this worker's copy of the facts, as last read.")
+            latest = facts.latest()
+            lines.append("placement_lite_facts_copy_providers" + _labels([w])
+                         + f" {len(latest.uuid) if latest is not None else 0}")
         pool = self._pool()
         if pool:
             family("placement_lite_db_pool_connections", "gauge",
