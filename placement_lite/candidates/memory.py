@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from placement_lite.candidates.facts import NO_SHARING, Room, Sharing
 from placement_lite.candidates.filters import known_ids
 from placement_lite.candidates.plan import Plan
-from placement_lite.candidates.reader import Draft, SliceWalk, chunks
+from placement_lite.candidates.reader import Draft, SliceWalk, chunks, selecting
 from placement_lite.candidates.snapshot import Snapshot
 from placement_lite.db import tables as t
 
@@ -32,8 +32,6 @@ _USED_RANGE = _USED.where(
 _USED_LISTED = _USED.where(
     _INV.c.resource_provider_id.in_(bindparam("ids", expanding=True)),
     _INV.c.used != 0)
-# Ids per range statement where they are dense.
-RANGE_CHUNK = 10000
 _UNKNOWN = object()
 
 
@@ -77,7 +75,7 @@ class MemoryReader(SliceWalk):
             return
         self.used_read.update(ids)
         used = self.used
-        for stmt, params in _selecting(ids):
+        for stmt, params in selecting((_USED_RANGE, _USED_LISTED), ids):
             # Fetched whole: cheaper than row-by-row iteration.
             for rp, rc, n in self.conn.execute(stmt, params).all():
                 used[(rp, rc)] = n
@@ -320,17 +318,3 @@ class MemoryReader(SliceWalk):
 
     def _slice_roots(self, scope, draft: Draft) -> None:
         self._roots(scope[0], draft)
-
-
-def _selecting(ids: list):
-    """(statement, parameters) pairs reading `used` for sorted `ids`: a
-    range where they are dense, IN lists where they are sparse."""
-    if ids[-1] - ids[0] < 2 * len(ids):
-        for part in chunks(ids, RANGE_CHUNK):
-            yield _USED_RANGE, {"lo": part[0], "hi": part[-1]}
-        return
-    for part in chunks(ids):
-        if part[-1] - part[0] < 2 * len(part):
-            yield _USED_RANGE, {"lo": part[0], "hi": part[-1]}
-        else:
-            yield _USED_LISTED, {"ids": part}

@@ -10,7 +10,7 @@ read once per request. What comes back is an immutable Facts value
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from typing import Iterable, Optional
 
 from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.engine import Connection
@@ -41,6 +41,31 @@ def chunks(seq, size=IN_CHUNK):
     seq = list(seq)
     for i in range(0, len(seq), size):
         yield seq[i:i + size]
+
+
+# Ids per range statement, where the ids are dense.
+RANGE_CHUNK = 10000
+
+
+def selecting(statements, ids: Iterable[int]):
+    """(statement, parameters) pairs selecting `ids`: a range where the ids
+    are dense (cheaper than a long IN list; the caller drops the extras),
+    an IN list where they are sparse."""
+    ranged, listed = statements
+    ids = sorted(set(ids))
+    if ids and ids[-1] - ids[0] < 2 * len(ids):
+        # Dense as a whole: a range has no parameter list to bound, so
+        # one statement covers many more ids than an IN list would
+        # (each statement is a round trip to a database server).
+        for part in chunks(ids, RANGE_CHUNK):
+            yield ranged, {"lo": part[0], "hi": part[-1]}
+        return
+    for part in chunks(ids):
+        lo, hi = part[0], part[-1]
+        if hi - lo < 2 * len(part):
+            yield ranged, {"lo": lo, "hi": hi}
+        else:
+            yield listed, {"ids": part}
 
 
 def _columns(result) -> dict:

@@ -9,19 +9,15 @@ current allocations.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Iterable, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates.engine import Result
-from placement_lite.candidates.reader import chunks
+from placement_lite.candidates.reader import selecting
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
-
-
-# Ids per range statement, where the ids are dense.
-RANGE_CHUNK = 10000
 
 
 class Summary(NamedTuple):
@@ -67,27 +63,6 @@ def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
             query.where(column.in_(bindparam("ids", expanding=True))))
 
 
-def _selecting(statements, ids: Iterable[int]):
-    """(statement, parameters) pairs selecting `ids`: a range where the ids
-    are dense (cheaper than a long IN list; the caller drops the extras),
-    an IN list where they are sparse."""
-    ranged, listed = statements
-    ids = sorted(set(ids))
-    if ids and ids[-1] - ids[0] < 2 * len(ids):
-        # Dense as a whole: a range has no parameter list to bound, so
-        # one statement covers many more ids than an IN list would
-        # (each statement is a round trip to a database server).
-        for part in chunks(ids, RANGE_CHUNK):
-            yield ranged, {"lo": part[0], "hi": part[-1]}
-        return
-    for part in chunks(ids):
-        lo, hi = part[0], part[-1]
-        if hi - lo < 2 * len(part):
-            yield ranged, {"lo": lo, "hi": hi}
-        else:
-            yield listed, {"ids": part}
-
-
 def _allocating(result: Result) -> set:
     """The providers the candidates allocate from."""
     used = set()
@@ -121,7 +96,7 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     # the search read its uuid already.
     rows = {pid: (pid, result.uuids[pid], None, pid)
             for pid in keys if pid in result.alone}
-    for stmt, params in _selecting(_statements("providers", whole_trees),
+    for stmt, params in selecting(_statements("providers", whole_trees),
                                    keys.difference(rows)):
         for row in conn.execute(stmt, params).all():
             if row[key_index] in keys:
@@ -130,7 +105,7 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     missing = {row[2] for row in rows.values() if row[2] not in uuid_of} | {
         row[3] for row in rows.values() if row[3] not in uuid_of}
     missing.discard(None)
-    for stmt, params in _selecting(_statements("uuids", False), missing):
+    for stmt, params in selecting(_statements("uuids", False), missing):
         uuid_of.update(conn.execute(stmt, params).all())
 
     resources: dict = {pid: [] for pid in rows}
@@ -139,7 +114,7 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     # and no join to find a tree's members again.
     statements = _statements("inventory", False,
                              None if classes is None else tuple(sorted(classes)))
-    for stmt, params in _selecting(statements, rows):
+    for stmt, params in selecting(statements, rows):
         for pid, name, total, reserved, ratio, usage in conn.execute(
                 stmt, params).all():
             found = resources.get(pid)
@@ -151,7 +126,7 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
     traits: dict = {}
     if with_traits:
         by_id: dict = {pid: [] for pid in rows}
-        for stmt, params in _selecting(_statements("traits", False), rows):
+        for stmt, params in selecting(_statements("traits", False), rows):
             for pid, name, trait_id in conn.execute(stmt, params).all():
                 found = by_id.get(pid)
                 if found is not None:
