@@ -32,6 +32,7 @@ from placement_lite.ledger import capacity
 LOG = logging.getLogger(__name__)
 # Request shapes whose derived values a copy keeps (Snapshot.shapes).
 SHAPES_KEPT = 64
+_UNSET = object()
 # Seconds a request may wait for the lock while another refreshes the
 # copy; a log behind the copy for longer than that went back.
 BEHIND_AT_MOST = 30.0
@@ -93,7 +94,7 @@ class Snapshot:
     __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
                  "inventory", "traits", "aggregates", "trait_names",
                  "class_names", "aggregate_ids", "sharing", "in_aggregate", "memo",
-                 "by_uuid", "shapes", "built")
+                 "by_uuid", "shapes", "built", "_bounds")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
@@ -141,6 +142,7 @@ class Snapshot:
         # (candidates/memory.py); not carried over by a refresh.
         self.shapes: dict = {}
         self.built = time.monotonic()
+        self._bounds = _UNSET
 
     def _derive_from(self, before: "Snapshot", changed: frozenset, shares) -> None:
         root = self.root
@@ -201,10 +203,11 @@ class Snapshot:
         return None if rp is None else self.root[rp]
 
     def bounds(self) -> Optional[tuple]:
-        """The lowest and highest provider id, or None with no provider."""
-        if not self.root:
-            return None
-        return min(self.root), max(self.root)
+        """The lowest and highest provider id, or None with no provider.
+        Worked out once per copy: every search asks, and it is a scan."""
+        if self._bounds is _UNSET:
+            self._bounds = (min(self.root), max(self.root)) if self.root else None
+        return self._bounds
 
 
 class _Rows:
