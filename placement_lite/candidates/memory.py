@@ -82,11 +82,12 @@ class MemoryReader(SliceWalk):
 
     # -- the filters ----------------------------------------------------------
 
-    def _static(self, kind, build) -> tuple:
-        """(per provider id: what its facts alone decide for this request
-        shape, `build`): worked out once per copy and shape, so a request
-        only checks capacity against `used`."""
-        return self.snap.per_shape((self.plan.slot_shape, kind), dict), build
+    def _static(self, kind) -> dict:
+        """Per provider id, what its facts alone decide for this request
+        shape: worked out once per copy and shape (by the caller, in its
+        loop, on a provider's first ask), so a request only checks
+        capacity against `used`."""
+        return self.snap.per_shape((self.plan.slot_shape, kind), dict)
 
     def _checks(self, inv: dict, resources) -> list:
         """(class, amount, capacity or None where the unit limits refuse)."""
@@ -132,7 +133,7 @@ class MemoryReader(SliceWalk):
         keys = [("", rc) for rc, _amount in self.plan.wanted]
         flag_aggs = not in_trees and bool(terms.member_of)
         flag_bad = not in_trees and bool(self.plan.unnumbered.forbidden_aggs)
-        static, build = self._static("unnumbered", self._unnumbered_facts)
+        static, build = self._static("unnumbered"), self._unnumbered_facts
         for rp in providers:
             entry = static.get(rp, _UNKNOWN)
             if entry is _UNKNOWN:
@@ -187,8 +188,8 @@ class MemoryReader(SliceWalk):
 
     def _numbered_rows(self, providers, suffix: str, terms: _Terms, resources) -> list:
         used = self.used
-        static, build = self._static(("numbered", suffix),
-                                     self._numbered_facts(terms, resources))
+        static = self._static(("numbered", suffix))
+        build = self._numbered_facts(terms, resources)
         out = []
         for rp in providers:
             checks = static.get(rp, _UNKNOWN)
