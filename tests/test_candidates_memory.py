@@ -409,3 +409,65 @@ def test_a_trees_walk_is_remembered_until_its_options_change(db, apps):
     after, kept_after = walk()
     assert after == [] and len(kept_after) == 2
     _alike(memory, sql, path)
+
+
+def test_what_a_shape_kept_carries_over_only_where_no_tree_changed(db, apps):
+    """A refresh carries a shape's per-provider verdicts and per-tree walks
+    over to the new copy (snapshot.Kept), except for every provider of a
+    tree a write touched: a child's verdict reads its root's aggregates,
+    a root's reads how many providers its tree has."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    agg = world.aggregates[0]
+    root = world.provider("r1", inventory={"DISK_GB": world.inv(100)})
+    world.provider("c1", parent=root, inventory={"VCPU": world.inv(8)})
+    alone = world.provider("s1", inventory={"VCPU": world.inv(8)})
+    others = [world.provider(f"o{n}", inventory={"VCPU": world.inv(8)}) for n in range(3)]
+    spans = "/allocation_candidates?resources=VCPU:1&member_of=" + agg
+    both = "/allocation_candidates?resources=VCPU:1,DISK_GB:10"
+    cache = FactsCache()
+
+    def answers():
+        return (_alike(memory, sql, spans)[1]["allocation_requests"],
+                _alike(memory, sql, both)[1]["allocation_requests"])
+
+    def put_aggregates(rp, aggs):
+        gen = _get(memory, f"/resource_providers/{rp}/aggregates")[
+            "resource_provider_generation"]
+        assert wsgi(memory, "PUT", f"/resource_providers/{rp}/aggregates", {
+            "resource_provider_generation": gen, "aggregates": aggs})[0] == 200
+
+    spanned, joint = answers()
+    assert spanned == [] and len(joint) == 1
+    # The root joins the aggregate: its child now matches through it.
+    put_aggregates(root, [agg])
+    spanned, joint = answers()
+    assert [list(a["allocations"]) for a in spanned] == [[
+        next(u for u, p in world.providers.items() if p["name"] == "c1")]]
+    # A provider alone in its tree gets a child with the other class: its
+    # tree now serves both classes.
+    world.provider("s1-disk", parent=alone, inventory={"DISK_GB": world.inv(100)})
+    spanned, joint = answers()
+    assert len(joint) == 2
+    # A write elsewhere: what the untouched providers had is carried, not
+    # worked out again.
+    with db.read() as conn:
+        before = cache.current(conn)
+        found = engine.find(conn, parse_candidate_request(
+            {"resources": ["VCPU:1"]}, query_dialect(Version.parse("1.39"))),
+            snapshot=before)
+    assert found.candidates
+    (key, kept), = [(k, v) for k, v in before.shapes.items() if not v.by_tree]
+    put_aggregates(others[0], [agg])
+    with db.read() as conn:
+        after = cache.current(conn)
+        engine.find(conn, parse_candidate_request(
+            {"resources": ["VCPU:1"]}, query_dialect(Version.parse("1.39"))),
+            snapshot=after)
+    carried = after.shapes[key]
+    assert carried.before is kept and kept.before is None
+    moved = before.ids_by_uuid()[others[0]]
+    assert moved in carried.gone and moved in carried
+    untouched = before.ids_by_uuid()[others[1]]
+    assert untouched not in carried.gone
+    assert carried[untouched] is kept[untouched]

@@ -349,6 +349,10 @@ def _walk(plan: Plan, view: View, opts: list, budget: Budget,
         key += tuple(view.inventory((rp, rc)) for rp in sorted(set().union(*opts))
                      for rc in sorted(plan.multi_rcs))
     known = walks.get(key)
+    if known is None:
+        known = walks.carried(key, None)
+        if known is not None:
+            walks[key] = known
     if known is not None:
         choices, steps = known
         if budget.work + steps <= budget.request_steps:

@@ -67,7 +67,7 @@ class Search:
         # it, per request shape: a tree whose usage did not change since
         # is not walked again (combiner._walk).
         self._walks = (None if snapshot is None else
-                       snapshot.per_shape(self.plan.walk_shape, dict))
+                       snapshot.per_shape(self.plan.walk_shape, by_tree=True))
         self.bound = bound
         self.observer = observer
         self.budget = budget or combiner.Budget()

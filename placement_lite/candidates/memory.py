@@ -87,7 +87,7 @@ class MemoryReader(SliceWalk):
         shape: worked out once per copy and shape (by the caller, in its
         loop, on a provider's first ask), so a request only checks
         capacity against `used`."""
-        return self.snap.per_shape((self.plan.slot_shape, kind), dict)
+        return self.snap.per_shape((self.plan.slot_shape, kind))
 
     def _checks(self, inv: dict, resources) -> list:
         """(class, amount, capacity or None where the unit limits refuse)."""
@@ -137,7 +137,10 @@ class MemoryReader(SliceWalk):
         for rp in providers:
             entry = static.get(rp, _UNKNOWN)
             if entry is _UNKNOWN:
-                entry = static[rp] = build(rp)
+                entry = static.carried(rp, _UNKNOWN)
+                if entry is _UNKNOWN:
+                    entry = build(rp)
+                static[rp] = entry
             if entry is None:
                 continue
             root, checks, trait_flags, alone, in_tree_ok, agg_ok, agg_bad = entry
@@ -194,7 +197,10 @@ class MemoryReader(SliceWalk):
         for rp in providers:
             checks = static.get(rp, _UNKNOWN)
             if checks is _UNKNOWN:
-                checks = static[rp] = build(rp)
+                checks = static.carried(rp, _UNKNOWN)
+                if checks is _UNKNOWN:
+                    checks = build(rp)
+                static[rp] = checks
             if checks is None:
                 continue
             for rc, amount, cap in checks:

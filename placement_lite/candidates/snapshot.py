@@ -85,6 +85,43 @@ _CLASS_NAMES = select(t.resource_classes.c.id, t.resource_classes.c.name)
 _AGGREGATE_IDS = select(t.placement_aggregates.c.uuid, t.placement_aggregates.c.id)
 
 
+class Kept(dict):
+    """What one request shape's filters decide, per provider id (or per
+    tree, keyed by tuples whose first item is the root's id), kept with
+    a copy for as long as it lasts (Snapshot.shapes).
+
+    A refreshed copy starts each shape empty but may take, on first
+    ask, what the copy it refreshes had worked out for a provider or tree
+    the refresh did not touch: a verdict depends on that provider's and
+    its tree's facts alone. Only one copy back: `before` of the older
+    one is let go, so a chain of refreshes holds at most two of them.
+    """
+
+    __slots__ = ("before", "gone", "by_tree")
+
+    def __init__(self, by_tree: bool = False, before: Optional["Kept"] = None,
+                 gone: frozenset = frozenset()):
+        super().__init__()
+        self.by_tree = by_tree
+        self.before = before
+        self.gone = gone  # providers (and so trees) whose verdicts changed
+
+    def carried(self, key, missing):
+        """What the copy before had for `key`, if still true; else `missing`."""
+        before = self.before
+        if before is None or (key[0] if self.by_tree else key) in self.gone:
+            return missing
+        return before.get(key, missing)
+
+    def refreshed(self, gone: frozenset) -> "Kept":
+        """An empty Kept for the copy after a refresh changing `gone`."""
+        after = Kept(self.by_tree, self, gone)
+        # Its own fallback is no longer needed by the newest copy; a
+        # request still on this one just works out what it lacks.
+        self.before = None
+        return after
+
+
 class Snapshot:
     """Every provider's facts at one reading of the facts log's heads.
 
@@ -94,7 +131,7 @@ class Snapshot:
     __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
                  "inventory", "traits", "aggregates", "trait_names",
                  "class_names", "aggregate_ids", "sharing", "in_aggregate", "memo",
-                 "by_uuid", "shapes", "built", "_bounds")
+                 "by_uuid", "shapes", "built", "_bounds", "affected")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
@@ -102,7 +139,9 @@ class Snapshot:
                  before: Optional["Snapshot"] = None, changed: frozenset = frozenset()):
         """`before` and `changed`: the copy this one refreshes and the
         providers read again, so what is derived from all providers is
-        worked out again only where they are."""
+        worked out again only where they are. A map whose values the
+        refresh did not change is `before`'s own object (neither is ever
+        changed once built)."""
         self.heads = heads
         self.uuid = uuid  # rp -> uuid
         self.parent = parent  # rp -> parent id or None
@@ -117,6 +156,8 @@ class Snapshot:
         self.aggregate_ids = aggregate_ids
         shares = next((i for i, n in trait_names.items()
                        if n == "MISC_SHARES_VIA_AGGREGATE"), None)
+        # The providers whose facts, or whose tree's, changed since `before`.
+        self.affected: frozenset = frozenset()
         if before is None:
             members: dict = {}
             for rp in sorted(root):
@@ -138,31 +179,55 @@ class Snapshot:
         self.memo: dict = {}
         self.by_uuid: Optional[dict] = None
         # What a request shape's filters decide of each provider from its
-        # facts (and its tree's) alone, for as long as this copy lasts
-        # (candidates/memory.py); not carried over by a refresh.
+        # facts (and its tree's) alone, and each tree's walk, for as long
+        # as this copy lasts (candidates/memory.py, combiner._walk); a
+        # refresh carries them over where it changed nothing (Kept).
         self.shapes: dict = {}
+        if before is not None:
+            self.shapes = {key: kept.refreshed(self.affected)
+                           for key, kept in before.shapes.items()}
+            if uuid is before.uuid:
+                self.by_uuid = before.by_uuid
         self.built = time.monotonic()
-        self._bounds = _UNSET
+        self._bounds = (before._bounds if before is not None and root is before.root
+                        else _UNSET)
 
     def _derive_from(self, before: "Snapshot", changed: frozenset, shares) -> None:
         root = self.root
-        members = dict(before.members)
         trees = {before.root[rp] for rp in changed if rp in before.root}
         trees.update(root[rp] for rp in changed if rp in root)
+        affected = set(changed)
+        if root is before.root:
+            # No provider came, went or moved: the same trees.
+            self.members, self.roots = before.members, before.roots
+        else:
+            members = dict(before.members)
+            for tree in trees:
+                kept = [rp for rp in before.members.get(tree, ()) if rp not in changed]
+                kept += [rp for rp in changed if root.get(rp) == tree]
+                if kept:
+                    members[tree] = tuple(sorted(kept))
+                else:
+                    members.pop(tree, None)
+            self.members = members
+            self.roots = (before.roots if members.keys() == before.members.keys()
+                          else sorted(members))
+        # Each provider a tree had before is in it still or was changed
+        # itself (moved or deleted: the log names it), so the trees'
+        # members now, with the changed, are all whose verdicts may differ.
         for tree in trees:
-            kept = [rp for rp in before.members.get(tree, ()) if rp not in changed]
-            kept += [rp for rp in changed if root.get(rp) == tree]
-            if kept:
-                members[tree] = tuple(sorted(kept))
-            else:
-                members.pop(tree, None)
-        self.members = members
-        self.roots = (before.roots if members.keys() == before.members.keys()
-                      else sorted(members))
-        sharing = set(before.sharing).difference(changed)
-        sharing.update(rp for rp in changed
-                       if rp in self.traits and shares in self.traits[rp])
-        self.sharing = tuple(sorted(sharing))
+            affected.update(self.members.get(tree, ()))
+        self.affected = frozenset(affected)
+        if self.traits is before.traits and before.trait_names is self.trait_names:
+            self.sharing = before.sharing
+        else:
+            sharing = set(before.sharing).difference(changed)
+            sharing.update(rp for rp in changed
+                           if rp in self.traits and shares in self.traits[rp])
+            self.sharing = tuple(sorted(sharing))
+        if self.aggregates is before.aggregates:
+            self.in_aggregate = before.in_aggregate
+            return
         in_aggregate = dict(before.in_aggregate)
         touched = set()
         for rp in changed:
@@ -181,13 +246,14 @@ class Snapshot:
         roots = self.roots
         return roots[bisect.bisect_left(roots, lo):bisect.bisect_right(roots, hi)]
 
-    def per_shape(self, key, make):
-        """What a request shape keeps with this copy (Snapshot.shapes)."""
+    def per_shape(self, key, by_tree: bool = False) -> Kept:
+        """What a request shape keeps with this copy (Snapshot.shapes),
+        per provider id, or `by_tree` per tree."""
         found = self.shapes.get(key)
         if found is None:
             if len(self.shapes) >= SHAPES_KEPT:
                 self.shapes.clear()
-            found = self.shapes[key] = make()
+            found = self.shapes[key] = Kept(by_tree)
         return found
 
     def ids_by_uuid(self) -> dict:
@@ -268,14 +334,21 @@ def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snap
     rows = _Rows()
     for part in _chunks(changed):
         rows.read(conn, _SOME, {"ids": part})
-    maps = [dict(m) for m in (old.uuid, old.parent, old.root, old.inventory,
-                              old.traits, old.aggregates)]
-    for rp in changed:
-        for m in maps:
-            m.pop(rp, None)
-    for m, new in zip(maps, (rows.uuid, rows.parent, rows.root, rows.inventory,
+    maps = []
+    for before, read in zip((old.uuid, old.parent, old.root, old.inventory,
+                             old.traits, old.aggregates),
+                            (rows.uuid, rows.parent, rows.root, rows.inventory,
                              rows.traits, rows.aggregates)):
-        m.update(new)
+        if all(before.get(rp, _UNSET) == read.get(rp, _UNSET) for rp in changed):
+            # A write changes one kind of fact (traits, say): the other
+            # maps are shared with the copy before, not copied whole.
+            maps.append(before)
+            continue
+        after = before.copy()
+        for rp in changed:
+            after.pop(rp, None)
+        after.update(read)
+        maps.append(after)
     # The names are read again with any provider holding classes or
     # traits: a custom class or trait may have been created since, or
     # deleted and its id given to a new one (no provider held it then, so
@@ -294,8 +367,10 @@ def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snap
     # What was derived from one unchanged provider alone still holds
     # (memo entries are keyed by provider id: see Snapshot.memo), and so
     # do the names it shows, as said above.
-    new.memo.update({key: {rp: v for rp, v in derived.items() if rp not in changed}
-                     for key, derived in old.memo.items()})
+    for key, derived in old.memo.items():
+        kept = new.memo[key] = derived.copy()
+        for rp in changed:
+            kept.pop(rp, None)
     return new
 
 
