@@ -1,6 +1,8 @@
 """create_app(settings) -> falcon.App: the middleware and the one route table."""
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Optional
 
@@ -25,6 +27,8 @@ from placement_lite.candidates.snapshot import FactsCache
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database
 from placement_lite.quota import enforce
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,10 @@ def _options_responder(allowed):
 
 
 def create_app(settings: Settings, db: Optional[Database] = None,
-               worker: Optional[int] = None) -> falcon.App:
+               worker: Optional[int] = None, warm: bool = False) -> falcon.App:
+    """The API. With `warm` (a serving process), the copy of the providers'
+    facts is read at once in the background, not by the first candidates
+    request (a whole read takes seconds at 100,000 providers)."""
     db = db or Database(settings.db, pool_size=settings.db_pool_size,
                         retries=settings.db_retries)
     policy = Policy.from_settings(settings.policy_profile, settings.policy_file)
@@ -155,6 +162,9 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     metrics.attach(db)
     metrics.facts = services.facts
     services.metrics = metrics
+    if warm and services.facts is not None:
+        threading.Thread(target=_read_facts, args=(services,),
+                         name="facts-copy", daemon=True).start()
     observers = [metrics.observe_request] if settings.metrics_enabled else []
     cors_mw = cors.from_settings(settings)
     # Held so the access log can name the route of a request refused
@@ -195,6 +205,15 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         for template, resource_class in ui.ROUTES:
             app.add_route(template, resource_class(services))
     return app
+
+
+def _read_facts(services: Services) -> None:
+    try:
+        with services.db.read() as conn:
+            services.facts.current(conn)
+    except Exception:  # noqa: BLE001 - the first request that needs it reads it
+        LOG.warning("could not read the providers' facts at start; the first "
+                    "candidates request will", exc_info=True)
 
 
 class _StatementsHeader:

@@ -43,9 +43,10 @@ def prepare_database(settings: Settings) -> Database:
 
 
 def build_wsgi(settings: Settings, db: Optional[Database] = None,
-               worker: Optional[int] = None):
-    """The app, wrapped for the configured auth mode (keystone's auth_token)."""
-    app = create_app(settings, db, worker=worker)
+               worker: Optional[int] = None, warm: bool = False):
+    """The app, wrapped for the configured auth mode (keystone's auth_token);
+    `warm`: it serves in this process (see create_app)."""
+    app = create_app(settings, db, worker=worker, warm=warm)
     if settings.auth == "keystone":
         from placement_lite.api import keystone
         return keystone.wrap(app, settings)
@@ -105,7 +106,7 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
     import waitress
     from waitress import wasyncore
 
-    app = app or build_wsgi(settings, db, worker=worker)
+    app = app or build_wsgi(settings, db, worker=worker, warm=True)
     # What start-up built lives as long as the process: keep it out of the
     # collector's full scans, which large answers (thousands of candidates)
     # would otherwise trigger over and over (~25% of their CPU).
@@ -427,7 +428,9 @@ def _build_app(settings: Settings, db: Database):
                 f"({_first_line(exc)}); it must map rule names to check "
                 "strings, in YAML or JSON", 2) from None
     try:
-        return build_wsgi(settings, db)
+        # With workers, this app only proves the settings build one (each
+        # worker builds its own after the fork); without, it serves.
+        return build_wsgi(settings, db, warm=settings.workers <= 1)
     except EnforcementMismatch as exc:
         raise StartupError(str(exc), 2) from None
     except ImportError as exc:

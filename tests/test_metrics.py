@@ -10,6 +10,8 @@ from placement_lite.api.metrics import Metrics
 from placement_lite.app import create_app
 from placement_lite.config import Settings
 from placement_lite.db.engine import RetryableError
+from placement_lite.ledger import providers
+from tests import servers
 from tests.backends import fresh_database
 
 
@@ -170,3 +172,26 @@ def test_the_facts_copy_is_reported(db):
 def test_no_facts_copy_no_series(db):
     client = _client(db, facts_in_memory=False)
     assert "facts_copy" not in client.simulate_get("/metrics").text
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_serving_worker_reads_the_facts_copy_at_start(db, workers):
+    """A served worker reads its copy of the facts in the background as it
+    starts, not on the first candidates request (which would wait seconds
+    at 100,000 providers); no candidates request is made here."""
+    with db.write() as conn:
+        providers.create_provider(conn, "cn1")
+    with servers.serve(db.url, "--metrics", "--workers", str(workers)) as srv:
+        def whole_reads():
+            status, _headers, text = srv.request("GET", "/metrics")
+            assert status == 200
+            samples = _parse(text)
+            return sorted((labels, value) for (name, labels), value in samples.items()
+                          if name in ("placement_lite_facts_copy_reads_total",
+                                      "placement_lite_facts_copy_providers")
+                          and 'kind="refresh"' not in labels)
+
+        # Each worker answers /metrics for itself: ask until one has read.
+        found = servers.wait_until(lambda: [
+            v for v in whole_reads() if v[1]] or None, timeout=30)
+        assert all(value == 1 for _labels, value in found), found
