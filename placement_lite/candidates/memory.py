@@ -134,8 +134,9 @@ class MemoryReader(SliceWalk):
         flag_aggs = not in_trees and bool(terms.member_of)
         flag_bad = not in_trees and bool(self.plan.unnumbered.forbidden_aggs)
         static, build = self._static("unnumbered"), self._unnumbered_facts
+        known = static.get  # bound once: Kept is a dict subclass
         for rp in providers:
-            entry = static.get(rp, _UNKNOWN)
+            entry = known(rp, _UNKNOWN)
             if entry is _UNKNOWN:
                 entry = static.carried(rp, _UNKNOWN)
                 if entry is _UNKNOWN:
@@ -194,8 +195,9 @@ class MemoryReader(SliceWalk):
         static = self._static(("numbered", suffix))
         build = self._numbered_facts(terms, resources)
         out = []
+        known = static.get  # bound once: Kept is a dict subclass
         for rp in providers:
-            checks = static.get(rp, _UNKNOWN)
+            checks = known(rp, _UNKNOWN)
             if checks is _UNKNOWN:
                 checks = static.carried(rp, _UNKNOWN)
                 if checks is _UNKNOWN:
