@@ -165,6 +165,35 @@ def latency(side, path, runs):
             "stmts": statistics.median(stmts) if stmts else None}
 
 
+def after_write(side, path, runs):
+    """Latency of a candidates request made right after a write changing
+    one provider's facts (its traits, alternately with and without
+    STORAGE_DISK_SSD): each request finds its worker's copy behind the
+    facts log, so this is what a refresh costs the request that makes it.
+    Server CPU counts the candidates requests alone."""
+    from bench.worlds import uid
+    client = Client(side.http)
+    traits = f"/resource_providers/{uid('cn-1')}/traits"
+    _get(client, path)
+    times, stmts, cpu = [], [], 0.0
+    for i in range(runs):
+        status, raw, _headers = _raw(client, "GET", traits)
+        generation = json.loads(raw)["resource_provider_generation"]
+        status, raw, _headers = _raw(client, "PUT", traits, {
+            "resource_provider_generation": generation,
+            "traits": ["HW_CPU_X86_AVX2"] + (["STORAGE_DISK_SSD"] if i % 2 == 0 else [])})
+        if status != 200:
+            raise RuntimeError(f"PUT {traits} answered {status}: {raw[:300]!r}")
+        cpu0 = side.cpu()
+        elapsed, n = _get(client, path)
+        cpu += side.cpu() - cpu0
+        times.append(elapsed)
+        if n is not None:
+            stmts.append(int(n))
+    return {"ms": times, "cpu_ms": 1000 * cpu / runs,
+            "stmts": statistics.median(stmts) if stmts else None}
+
+
 def _tput_client(url, path, stop_at):
     client = Client(url)
     done = 0
@@ -292,9 +321,12 @@ def workloads(args):
         ("nested 1k, full", "lat", ac(NESTED_Q), max(3, r // 2)),
         ("nested 1k full, c=10", "tput", ac(NESTED_Q), s),
         ("flat 10k, limit=1000", "lat", ac(FLAT_Q, 1000), r),
+        ("flat 10k, limit=1000, after a facts write", "write+lat", ac(FLAT_Q, 1000), r),
     ]
     if args.big:
-        wl.append((f"flat {args.big // 1000}k, limit=1000", "lat", ac(FLAT_Q, 1000), r))
+        wl += [(f"flat {args.big // 1000}k, limit=1000", "lat", ac(FLAT_Q, 1000), r),
+               (f"flat {args.big // 1000}k, limit=1000, after a facts write", "write+lat",
+                ac(FLAT_Q, 1000), r)]
     wl += [
         ("GET /usages, 1,000 consumers", "lat",
          "/usages?" + urlencode({"project_id": usage_project(1000)}), r * 2),
@@ -333,6 +365,8 @@ def _sizes(args, wl):
 def run_one(side, kind, path, n, args):
     if kind == "lat":
         return latency(side, path, n)
+    if kind == "write+lat":
+        return after_write(side, path, n)
     if kind == "tput":
         return throughput(side, path, args.clients, n)
     from bench.worlds import uid
@@ -416,7 +450,8 @@ def matrix(args):
                     print(f"# {label}: loaded {sides[-1].load_seconds}", file=sys.stderr)
                 for name, kind, path, n in items:
                     per = {s.label: [] for s in sides}
-                    rounds = args.rounds if kind in ("lat", "tput") else args.rounds_writes
+                    rounds = (args.rounds if kind in ("lat", "tput", "write+lat")
+                              else args.rounds_writes)
                     for rnd in range(rounds):
                         order = sides if rnd % 2 == 0 else sides[::-1]
                         for side in order:
