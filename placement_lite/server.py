@@ -415,7 +415,7 @@ def _listen(settings: Settings) -> socket.socket:
                            f"{where} ({exc.strerror or exc})", 1) from None
 
 
-def _build_app(settings: Settings, db: Database):
+def _build_app(settings: Settings, db: Database, warm: bool = False):
     from placement_lite.api.policy import Policy
     from placement_lite.quota.enforce import EnforcementMismatch
 
@@ -428,9 +428,7 @@ def _build_app(settings: Settings, db: Database):
                 f"({_first_line(exc)}); it must map rule names to check "
                 "strings, in YAML or JSON", 2) from None
     try:
-        # With workers, this app only proves the settings build one (each
-        # worker builds its own after the fork); without, it serves.
-        return build_wsgi(settings, db, warm=settings.workers <= 1)
+        return build_wsgi(settings, db, warm=warm)
     except EnforcementMismatch as exc:
         raise StartupError(str(exc), 2) from None
     except ImportError as exc:
@@ -470,7 +468,10 @@ def start(settings: Settings):
         # Bound before the app is built, so a taken port is reported before
         # auth middleware has logged anything of its own.
         sock = _listen(settings)
-        app = _build_app(settings, db)
+        # With workers, this app only proves the settings build one (each
+        # worker builds its own after the fork); without, it serves. (A WSGI
+        # server's app is built without: deploy.py, where it may be forked.)
+        app = _build_app(settings, db, warm=settings.workers <= 1)
         with db.read() as conn:
             enforcement = enforce.current(conn, settings)
         return db, app, sock, enforcement
