@@ -334,10 +334,10 @@ QUIET = Watcher()
 
 
 def _walk(plan: Plan, view: View, opts: list, budget: Budget,
-          walks: Optional[dict], anchor: int) -> Iterator[tuple]:
+          walks, anchor: int) -> Iterator[tuple]:
     """combine(), or what it gave the last time for the same options of
-    the same tree (`walks`: kept by the caller for as long as the facts
-    behind `plan` and the trees do not change). A tree's options are its
+    the same tree (`walks`: a snapshot.Kept by tree, kept by the caller
+    for as long as the facts behind `plan` and the trees do not change). A tree's options are its
     providers that passed every check against `used` (with the merged
     classes' rooms, when any): the same options, the same walk. The work
     the walk took is counted again, so budgets stop a request alike."""
@@ -370,7 +370,7 @@ def _walk(plan: Plan, view: View, opts: list, budget: Budget,
 
 def slice_choices(plan: Plan, sharing: Sharing, part: Slice, budget: Budget,
                   seen: set, watcher: Watcher = QUIET,
-                  walks: Optional[dict] = None) -> Iterator[tuple]:
+                  walks=None) -> Iterator[tuple]:
     """Every candidate of a slice's trees, as the provider chosen per slot
     (a candidate reached from two trees through a sharing provider comes
     once: `seen` holds those given so far). `walks`: where each tree's

@@ -138,10 +138,7 @@ class MemoryReader(SliceWalk):
         for rp in providers:
             entry = known(rp, _UNKNOWN)
             if entry is _UNKNOWN:
-                entry = static.carried(rp, _UNKNOWN)
-                if entry is _UNKNOWN:
-                    entry = build(rp)
-                static[rp] = entry
+                entry = static.settle(rp, build)
             if entry is None:
                 continue
             root, checks, trait_flags, alone, in_tree_ok, agg_ok, agg_bad = entry
@@ -199,10 +196,7 @@ class MemoryReader(SliceWalk):
         for rp in providers:
             checks = known(rp, _UNKNOWN)
             if checks is _UNKNOWN:
-                checks = static.carried(rp, _UNKNOWN)
-                if checks is _UNKNOWN:
-                    checks = build(rp)
-                static[rp] = checks
+                checks = static.settle(rp, build)
             if checks is None:
                 continue
             for rc, amount, cap in checks:

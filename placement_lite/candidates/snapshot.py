@@ -113,6 +113,16 @@ class Kept(dict):
             return missing
         return before.get(key, missing)
 
+    def settle(self, key, build):
+        """On a first ask for `key` (callers look up hits themselves, in
+        their loops): what the copy before had, if still true, else
+        `build(key)`; kept either way."""
+        value = self.carried(key, _UNSET)
+        if value is _UNSET:
+            value = build(key)
+        self[key] = value
+        return value
+
     def refreshed(self, gone: frozenset) -> "Kept":
         """An empty Kept for the copy after a refresh changing `gone`."""
         after = Kept(self.by_tree, self, gone)
@@ -131,7 +141,7 @@ class Snapshot:
     __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
                  "inventory", "traits", "aggregates", "trait_names",
                  "class_names", "aggregate_ids", "sharing", "in_aggregate", "memo",
-                 "by_uuid", "shapes", "built", "_bounds", "affected")
+                 "by_uuid", "shapes", "built", "_bounds")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
@@ -156,8 +166,6 @@ class Snapshot:
         self.aggregate_ids = aggregate_ids
         shares = next((i for i, n in trait_names.items()
                        if n == "MISC_SHARES_VIA_AGGREGATE"), None)
-        # The providers whose facts, or whose tree's, changed since `before`.
-        self.affected: frozenset = frozenset()
         if before is None:
             members: dict = {}
             for rp in sorted(root):
@@ -171,7 +179,7 @@ class Snapshot:
                     in_aggregate.setdefault(agg, []).append(rp)
             self.in_aggregate = in_aggregate  # aggregate id -> [rp, ...]
         else:
-            self._derive_from(before, changed, shares)
+            affected = self._derive_from(before, changed, shares)
         # Values its users derive from this copy, per provider id, each
         # from that provider's facts alone (the answer's text of each
         # provider but for usage, say): a refresh keeps those of the
@@ -184,7 +192,7 @@ class Snapshot:
         # refresh carries them over where it changed nothing (Kept).
         self.shapes: dict = {}
         if before is not None:
-            self.shapes = {key: kept.refreshed(self.affected)
+            self.shapes = {key: kept.refreshed(affected)
                            for key, kept in before.shapes.items()}
             if uuid is before.uuid:
                 self.by_uuid = before.by_uuid
@@ -192,7 +200,9 @@ class Snapshot:
         self._bounds = (before._bounds if before is not None and root is before.root
                         else _UNSET)
 
-    def _derive_from(self, before: "Snapshot", changed: frozenset, shares) -> None:
+    def _derive_from(self, before: "Snapshot", changed: frozenset, shares) -> frozenset:
+        """Trees, sharing providers and aggregate members from `before`'s;
+        returns the providers whose facts, or whose tree's, changed."""
         root = self.root
         trees = {before.root[rp] for rp in changed if rp in before.root}
         trees.update(root[rp] for rp in changed if rp in root)
@@ -217,7 +227,7 @@ class Snapshot:
         # members now, with the changed, are all whose verdicts may differ.
         for tree in trees:
             affected.update(self.members.get(tree, ()))
-        self.affected = frozenset(affected)
+        affected = frozenset(affected)
         if self.traits is before.traits and before.trait_names is self.trait_names:
             self.sharing = before.sharing
         else:
@@ -227,7 +237,7 @@ class Snapshot:
             self.sharing = tuple(sorted(sharing))
         if self.aggregates is before.aggregates:
             self.in_aggregate = before.in_aggregate
-            return
+            return affected
         in_aggregate = dict(before.in_aggregate)
         touched = set()
         for rp in changed:
@@ -241,6 +251,7 @@ class Snapshot:
             else:
                 in_aggregate.pop(agg, None)
         self.in_aggregate = in_aggregate
+        return affected
 
     def roots_between(self, lo: int, hi: int) -> list:
         roots = self.roots
