@@ -1,4 +1,4 @@
-"""python -m bench {load,query,throughput,claims,console,suite} ... (prints JSON)."""
+"""python -m bench {load,query,throughput,claims,console,suite,matrix,instructions} ..."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 
-from bench import loader, matrix, runner, worlds
+from bench import instructions, loader, matrix, runner, worlds
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -155,7 +155,11 @@ def main(argv=None):
     p.add_argument("--per-client", type=int, default=20)
     p.add_argument("--big", type=int, default=100000)
     matrix.add_parser(sub)
+    instructions.add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "instructions":
+        print(instructions.table(instructions.instructions(args)))
+        return 0
     if args.command == "matrix":
         result = matrix.matrix(args)
         print(json.dumps(result, indent=2) if args.json else matrix.table(result))

@@ -409,21 +409,30 @@ def _big_side(label, tree, args, workdir, port, count):
                 [("flat", count)])
 
 
+def checkout(workdir, label, ref, worktrees):
+    """A git worktree of `ref` under `workdir`, noted in `worktrees` for
+    remove_worktrees."""
+    path = os.path.join(workdir, label)
+    subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", path, ref],
+                   check=True, capture_output=True)
+    worktrees.append(path)
+    return path
+
+
+def remove_worktrees(worktrees):
+    for path in worktrees:
+        subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", path],
+                       capture_output=True)
+
+
 def matrix(args):
     workdir = tempfile.mkdtemp(prefix="pl-matrix-", dir=args.workdir)
     trees = [("new", REPO)]
     worktrees = []
-
-    def checkout(label, ref):
-        path = os.path.join(workdir, label)
-        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", path, ref],
-                       check=True, capture_output=True)
-        worktrees.append(path)
-        return path
     if args.new:
-        trees = [("new", checkout("new", args.new))]
+        trees = [("new", checkout(workdir, "new", args.new, worktrees))]
     if args.compare:
-        trees.insert(0, ("base", checkout("base", args.compare)))
+        trees.insert(0, ("base", checkout(workdir, "base", args.compare, worktrees)))
     wl = workloads(args)
     rows = {}
     started = time.time()
@@ -470,9 +479,7 @@ def matrix(args):
                 for side in sides:
                     side.stop()
     finally:
-        for path in worktrees:
-            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", path],
-                           capture_output=True)
+        remove_worktrees(worktrees)
     return {"db": args.db, "workers": args.workers, "threads": args.threads,
             "compare": args.compare, "new": args.new or "working tree", "minutes": round((time.time() - started) / 60, 1),
             "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows}
