@@ -23,7 +23,7 @@ import tempfile
 
 from bench.instr_child import WORKLOADS
 from bench.matrix import (
-    HERE, REPO, _drop_db, _fresh_db, checkout, remove_worktrees)
+    BACKENDS, HERE, REPO, _drop_db, _fresh_db, checkout, remove_worktrees)
 
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -100,7 +100,7 @@ def table(result: dict) -> str:
 def add_parser(sub):
     p = sub.add_parser("instructions", help="instructions per operation, in "
                        "process under callgrind, optionally against another commit")
-    p.add_argument("--db", choices=["sqlite", "mysql", "mysqldb", "postgresql"],
+    p.add_argument("--db", choices=BACKENDS,
                    default="sqlite")
     p.add_argument("--compare", help="a commit to count beside this tree")
     p.add_argument("--ops", type=int, default=20, help="operations per figure")

@@ -29,6 +29,8 @@ from bench.serving import ServerProcess
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 STATEMENTS = "x-placement-lite-statements"
+# The backends a benchmark side can run on (SERVERS' keys and SQLite).
+BACKENDS = ("sqlite", "mysql", "mysqldb", "postgresql")
 SERVERS = {"mysql": "mysql+pymysql://root@127.0.0.1:3306/",
            "mysqldb": "mysql+mysqldb://root@127.0.0.1:3306/",
            "postgresql": "postgresql://root@127.0.0.1:5432/"}
@@ -527,13 +529,13 @@ def table(result) -> str:
 def add_parser(sub):
     p = sub.add_parser("matrix", help="issue 13's workloads on one backend, "
                        "optionally against another commit, alternately")
-    p.add_argument("--db", choices=["sqlite", "mysql", "mysqldb", "postgresql"],
+    p.add_argument("--db", choices=BACKENDS,
                    default="sqlite")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--compare", help="a commit to run alternately against this tree")
     p.add_argument("--new", help="a commit to run instead of the working tree")
-    p.add_argument("--base-db", choices=["sqlite", "mysql", "mysqldb", "postgresql"],
+    p.add_argument("--base-db", choices=BACKENDS,
                    help="the compared side's backend, if not --db (e.g. PyMySQL "
                    "against mysqlclient: --db mysqldb --base-db mysql)")
     p.add_argument("--runs", type=int, default=20, help="requests per latency figure")
