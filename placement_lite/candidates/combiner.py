@@ -337,10 +337,11 @@ def _walk(plan: Plan, view: View, opts: list, budget: Budget,
           walks, anchor: int) -> Iterator[tuple]:
     """combine(), or what it gave the last time for the same options of
     the same tree (`walks`: a snapshot.Kept by tree, kept by the caller
-    for as long as the facts behind `plan` and the trees do not change). A tree's options are its
-    providers that passed every check against `used` (with the merged
-    classes' rooms, when any): the same options, the same walk. The work
-    the walk took is counted again, so budgets stop a request alike."""
+    for as long as the facts behind `plan` and the trees do not change).
+    A tree's options are its providers that passed every check against
+    `used` (with the merged classes' rooms, when any): the same options,
+    the same walk. The work the walk took is counted again, so budgets
+    stop a request alike."""
     if walks is None or math.prod(map(len, opts)) > min(REMEMBERED_COMBINATIONS,
                                                         budget.tree_steps):
         return combine(plan, view, opts, budget)

@@ -128,14 +128,8 @@ def flush(conn: Connection) -> None:
             # so this read sees our own serial.
             conn.execute(_BUMP, params)
             serial = conn.execute(_SERIAL, params).scalar_one()
-        ids = by_shard[shard]
-        if len(ids) == 1:
-            # Most writes change one provider: a single-row execute skips
-            # the executemany machinery a list of one would go through.
-            conn.execute(_LOG, {"shard": shard, "serial": serial, "provider_id": ids[0]})
-        else:
-            conn.execute(_LOG, [{"shard": shard, "serial": serial, "provider_id": pid}
-                                for pid in sorted(ids)])
+        conn.execute(_LOG, [{"shard": shard, "serial": serial, "provider_id": pid}
+                            for pid in sorted(by_shard[shard])])
         _prune(conn, shard, serial)
 
 
