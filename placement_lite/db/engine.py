@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -82,6 +82,25 @@ class StatementCounter:
 
     def count(self) -> int:
         return getattr(self._local, "count", 0)
+
+
+def driver_rows(conn: Connection, stmt, params=None) -> Sequence[tuple]:
+    """Every row of `stmt` as the driver's own tuples (a list, or with
+    mysqlclient a tuple, of them).
+
+    For reads of thousands of small rows on a hot path (the `used` of
+    every inventory row a candidates answer considers). The statement
+    still runs through SQLAlchemy, so it is compiled once and cached,
+    counted, and its errors translated; only the Row objects are skipped.
+    With mysqlclient, building them cost as much as the driver's own
+    fetch (1.5 ms per 3,000 rows). Only for columns SQLAlchemy does not
+    convert (integers, strings): no type processing is applied.
+    """
+    result = conn.execute(stmt, params or {})
+    try:
+        return result.cursor.fetchall()
+    finally:
+        result.close()
 
 
 def counting_enabled() -> bool:
