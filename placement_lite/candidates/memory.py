@@ -22,6 +22,7 @@ from placement_lite.candidates.plan import Plan
 from placement_lite.candidates.reader import Draft, SliceWalk, chunks, selecting
 from placement_lite.candidates.snapshot import Snapshot
 from placement_lite.db import tables as t
+from placement_lite.db.engine import driver_rows
 
 _INV = t.inventories
 _USED = select(_INV.c.resource_provider_id, _INV.c.resource_class_id, _INV.c.used)
@@ -76,9 +77,8 @@ class MemoryReader(SliceWalk):
         self.used_read.update(ids)
         used = self.used
         for stmt, params in selecting((_USED_RANGE, _USED_LISTED), ids):
-            # Fetched whole: cheaper than row-by-row iteration.
-            for rp, rc, n in self.conn.execute(stmt, params).all():
-                used[(rp, rc)] = n
+            # Thousands of rows per full answer: as the driver's tuples.
+            used.update({(rp, rc): n for rp, rc, n in driver_rows(self.conn, stmt, params)})
 
     # -- the filters ----------------------------------------------------------
 
@@ -101,7 +101,7 @@ class MemoryReader(SliceWalk):
 
     def _unnumbered_facts(self, rp: int):
         """For the unnumbered group: None when the provider can never
-        serve it; else (root, checks, trait flags, alone, passes the
+        serve it; else (root, limits, trait flags, alone, passes the
         in-tree filters, agg_ok, agg_bad)."""
         snap, terms = self.snap, self._unnumbered
         checks = self._checks(snap.inventory[rp], self.plan.wanted)
@@ -119,7 +119,12 @@ class MemoryReader(SliceWalk):
         if terms.bad_aggs and not (aggs.isdisjoint(terms.bad_aggs) and
                                    snap.aggregates[root].isdisjoint(terms.bad_aggs)):
             in_tree_ok = False
-        return (root, tuple(checks),
+        # Per class, the `used` key and the most that may be used for
+        # the amount to fit (-1 where the unit limits refuse it: `used`
+        # is never negative), so a request compares without arithmetic.
+        limits = tuple(((rp, rc), -1 if cap is None else cap - amount)
+                       for rc, amount, cap in checks)
+        return (root, limits,
                 tuple(not traits.isdisjoint(s) for s in terms.any_of),
                 len(snap.members[root]) == 1, in_tree_ok,
                 terms.member(aggs), not aggs.isdisjoint(terms.bad_aggs))
@@ -129,10 +134,18 @@ class MemoryReader(SliceWalk):
         of the unnumbered group, as SQL reader's unnumbered_select."""
         snap, terms = self.snap, self._unnumbered
         need_all = in_trees and not self.has_sharing
-        used = self.used
+        used = self.used.get
         keys = [("", rc) for rc, _amount in self.plan.wanted]
+        # Each class's providers by root, filled here and filed in the
+        # draft only when some provider serves the class: an absent key
+        # tells the caller no provider in these trees does.
+        filed = [draft.rows.get(key) or {} for key in keys]
         flag_aggs = not in_trees and bool(terms.member_of)
         flag_bad = not in_trees and bool(self.plan.unnumbered.forbidden_aggs)
+        any_of = bool(terms.any_of)
+        uuid, parent = snap.uuid, snap.parent
+        d_uuid, d_root, d_parent, alone_ids = (
+            draft.uuid, draft.root, draft.parent, draft.alone)
         static, build = self._static("unnumbered"), self._unnumbered_facts
         known = static.get  # bound once: Kept is a dict subclass
         for rp in providers:
@@ -141,11 +154,10 @@ class MemoryReader(SliceWalk):
                 entry = static.settle(rp, build)
             if entry is None:
                 continue
-            root, checks, trait_flags, alone, in_tree_ok, agg_ok, agg_bad = entry
+            root, limits, trait_flags, alone, in_tree_ok, agg_ok, agg_bad = entry
             if in_trees and not in_tree_ok:
                 continue
-            flags = [cap is not None and cap >= used.get((rp, rc), 0) + amount
-                     for rc, amount, cap in checks]
+            flags = [used(key, 0) <= most for key, most in limits]
             if not any(flags):
                 continue
             if need_all and alone and not (all(flags) and all(trait_flags)):
@@ -154,14 +166,19 @@ class MemoryReader(SliceWalk):
                 draft.agg_ok[rp] = agg_ok
             if flag_bad:
                 draft.agg_bad[rp] = agg_bad
-            draft.provider(rp, root, snap.uuid[rp], snap.parent[rp])
+            d_uuid[rp] = uuid[rp]
+            d_root[rp] = root
+            d_parent[rp] = parent[rp]
             if alone:
-                draft.alone.add(rp)
-            for key, flag in zip(keys, flags):
+                alone_ids.add(rp)
+            for by_root, flag in zip(filed, flags):
                 if flag:
-                    draft.add(key, rp, root)
-            if terms.any_of:
+                    by_root.setdefault(root, []).append(rp)
+            if any_of:
                 draft.trait_flags[rp] = trait_flags
+        for key, by_root in zip(keys, filed):
+            if by_root:
+                draft.rows[key] = by_root
 
     def _numbered_facts(self, terms: _Terms, resources):
         """For a numbered group: rp -> None when the provider can never
