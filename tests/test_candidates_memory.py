@@ -411,6 +411,28 @@ def test_a_trees_walk_is_remembered_until_its_options_change(db, apps):
     _alike(memory, sql, path)
 
 
+def test_a_summary_shown_again_follows_its_providers_usage(apps):
+    """A provider's summary text is kept with the usage it shows and shown
+    again while that usage holds; a claim or its deletion, which change
+    no fact the copy holds, changes that provider's summary alone."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    one = world.provider("one", inventory={"VCPU": world.inv(8)})
+    other = world.provider("other", inventory={"VCPU": world.inv(8)})
+    path = "/allocation_candidates?resources=VCPU:1"
+
+    def used():
+        body = _alike(memory, sql, path)[1]
+        return {rp: s["resources"]["VCPU"]["used"]
+                for rp, s in body["provider_summaries"].items()}
+
+    assert used() == used() == {one: 0, other: 0}
+    assert _claim_on(memory, one, vcpu=3)[0] == 204
+    assert used() == {one: 3, other: 0}
+    assert wsgi(sql, "DELETE", f"/allocations/{_consumers_of(sql, one)[0]}")[0] == 204
+    assert used() == used() == {one: 0, other: 0}
+
+
 def test_what_a_shape_kept_carries_over_only_where_no_tree_changed(db, apps):
     """A refresh carries a shape's per-provider verdicts and per-tree walks
     over to the new copy (snapshot.Kept), except for every provider of a

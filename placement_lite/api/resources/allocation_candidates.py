@@ -114,21 +114,32 @@ def _summaries(sums, with_traits, with_tree) -> str:
 def _memory_summaries(result, whole_trees, classes, with_traits, with_tree) -> str:
     """The summaries from the process's copy of the facts. A provider's
     text but for its usage is the same on every request while the copy
-    lasts, so it is made once per copy, as a %-template, and each
-    request fills in the `used` it read."""
+    lasts, so it is made once per copy, as a %-template, and filled in
+    with the `used` a request read. The text last filled in is kept
+    beside its template with the usage it shows: between two requests
+    most providers' usage has not changed, and the kept text is then
+    used as it is."""
     snap = result.memory.snap
     key = ("summary", with_traits, with_tree,
            None if classes is None else frozenset(classes))
+    # pid -> (template, its `used` keys, the usage shown, the text shown)
     templates = snap.memo.setdefault(key, {})
+    known = templates.get
     used = result.memory.used.get
     out = []
     for pid in summaries.provider_ids(result, whole_trees):
-        found = templates.get(pid)
+        found = known(pid)
         if found is None:
-            found = templates[pid] = _template_of(snap, pid, classes, with_traits,
-                                                  with_tree)
-        text, keys = found
-        out.append(text % tuple([used(k, 0) for k in keys]) if keys else text)
+            found = (*_template_of(snap, pid, classes, with_traits, with_tree),
+                     None, None)
+        text, keys, shown_usage, shown = found
+        # None where nothing is used (no row read): compared as it is,
+        # shown as 0.
+        usage = tuple(map(used, keys))
+        if usage != shown_usage:
+            shown = text % tuple([n or 0 for n in usage]) if keys else text
+            templates[pid] = (text, keys, usage, shown)
+        out.append(shown)
     return "{%s}" % ",".join(out)
 
 
