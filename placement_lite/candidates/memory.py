@@ -182,7 +182,8 @@ class MemoryReader(SliceWalk):
 
     def _numbered_facts(self, terms: _Terms, resources):
         """For a numbered group: rp -> None when the provider can never
-        serve it, else its capacity checks."""
+        serve it, else per class its `used` key and the most that may be
+        used for the amount to fit."""
         snap = self.snap
 
         def build(rp: int):
@@ -201,23 +202,24 @@ class MemoryReader(SliceWalk):
                 return None
             if terms.in_tree and snap.root[rp] != terms.tree_root:
                 return None
-            return tuple(checks)
+            # As the unnumbered group's limits: (used key, most used).
+            return tuple(((rp, rc), cap - amount) for rc, amount, cap in checks)
         return build
 
     def _numbered_rows(self, providers, suffix: str, terms: _Terms, resources) -> list:
-        used = self.used
+        used = self.used.get
         static = self._static(("numbered", suffix))
         build = self._numbered_facts(terms, resources)
         out = []
         known = static.get  # bound once: Kept is a dict subclass
         for rp in providers:
-            checks = known(rp, _UNKNOWN)
-            if checks is _UNKNOWN:
-                checks = static.settle(rp, build)
-            if checks is None:
+            limits = known(rp, _UNKNOWN)
+            if limits is _UNKNOWN:
+                limits = static.settle(rp, build)
+            if limits is None:
                 continue
-            for rc, amount, cap in checks:
-                if cap < used.get((rp, rc), 0) + amount:
+            for key, most in limits:
+                if used(key, 0) > most:
                     break
             else:
                 out.append(rp)
@@ -243,10 +245,12 @@ class MemoryReader(SliceWalk):
             if not rows and in_trees and suffixes[0] not in sharing.by_key:
                 return False
             uuid, parent, roots = snap.uuid, snap.parent, snap.root
+            d_uuid, d_root, d_parent = draft.uuid, draft.root, draft.parent
             filed = [draft.rows[suffix] for suffix in suffixes]
             for rp in rows:
-                root = roots[rp]
-                draft.provider(rp, root, uuid[rp], parent[rp])
+                root = d_root[rp] = roots[rp]
+                d_uuid[rp] = uuid[rp]
+                d_parent[rp] = parent[rp]
                 for by_root in filed:
                     by_root.setdefault(root, []).append(rp)
         return True
