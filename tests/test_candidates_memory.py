@@ -23,6 +23,7 @@ from placement_lite.app import create_app
 from placement_lite.api.provider_filters import query_dialect
 from placement_lite.api.versions import Version
 from placement_lite.candidates import engine, snapshot
+from placement_lite.candidates.memory import _most_used
 from placement_lite.candidates.plan import Plan
 from placement_lite.candidates.query import parse_candidate_request
 from placement_lite.candidates.snapshot import FactsCache
@@ -560,3 +561,20 @@ def test_a_replaced_copy_is_freed_without_the_cycle_collector(db, apps):
         gc.set_debug(0)
         gc.garbage.clear()
     assert cyclic == []
+
+
+def test_a_kept_limit_decides_as_the_capacity_check_does():
+    """The filters compare `used` against a bound kept with the copy
+    (_most_used); it must decide exactly as Inventory.fits's
+    `used + amount <= capacity`, capacity being a float: fractions, the
+    infinities, and beyond 2**53, where subtracting from the float rounds
+    (2**53 + 1 more fits under 2**53 + 2 when 1 is asked)."""
+    caps = [None, 0.0, 10.0, 11.000000000000002, 12.5, -3.0, float(2**53 + 2),
+            1e30, float("inf"), float("-inf")]
+    used_values = [0, 1, 9, 10, 11, 12, 13, 2**53, 2**53 + 1, 2**53 + 2, 10**31]
+    for cap in caps:
+        for amount in (1, 2, 11, 2**31):
+            most = _most_used(cap, amount)
+            for used in used_values:
+                want = cap is not None and cap >= used + amount
+                assert (used <= most) == want, (cap, amount, used)

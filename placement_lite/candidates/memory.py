@@ -11,6 +11,7 @@ the same answers.
 """
 from __future__ import annotations
 
+import math
 from typing import Iterable, Optional
 
 from sqlalchemy import bindparam, select
@@ -34,6 +35,17 @@ _USED_LISTED = _USED.where(
     _INV.c.resource_provider_id.in_(bindparam("ids", expanding=True)),
     _INV.c.used != 0)
 _UNKNOWN = object()
+
+
+def _most_used(cap, amount: int):
+    """The most `used` may be for `amount` more to fit in capacity `cap`
+    (None: the unit limits refuse the amount; -1 then, as `used` is never
+    negative). The same test as `used + amount <= cap`, Inventory.fits's:
+    capacity is a float, so the bound is taken in integers, where
+    subtracting from a float beyond 2**53 could round."""
+    if cap is None:
+        return -1
+    return math.floor(cap) - amount if math.isfinite(cap) else cap
 
 
 class _Terms:
@@ -120,10 +132,8 @@ class MemoryReader(SliceWalk):
                                    snap.aggregates[root].isdisjoint(terms.bad_aggs)):
             in_tree_ok = False
         # Per class, the `used` key and the most that may be used for
-        # the amount to fit (-1 where the unit limits refuse it: `used`
-        # is never negative), so a request compares without arithmetic.
-        limits = tuple(((rp, rc), -1 if cap is None else cap - amount)
-                       for rc, amount, cap in checks)
+        # the amount to fit, so a request compares without arithmetic.
+        limits = tuple(((rp, rc), _most_used(cap, amount)) for rc, amount, cap in checks)
         return (root, limits,
                 tuple(not traits.isdisjoint(s) for s in terms.any_of),
                 len(snap.members[root]) == 1, in_tree_ok,
@@ -203,7 +213,7 @@ class MemoryReader(SliceWalk):
             if terms.in_tree and snap.root[rp] != terms.tree_root:
                 return None
             # As the unnumbered group's limits: (used key, most used).
-            return tuple(((rp, rc), cap - amount) for rc, amount, cap in checks)
+            return tuple(((rp, rc), _most_used(cap, amount)) for rc, amount, cap in checks)
         return build
 
     def _numbered_rows(self, providers, suffix: str, terms: _Terms, resources) -> list:
