@@ -48,6 +48,13 @@ def _most_used(cap, amount: int):
     return math.floor(cap) - amount if math.isfinite(cap) else cap
 
 
+def _limits(rp: int, checks) -> tuple:
+    """Per class of `checks` (MemoryReader._checks), the key of its `used`
+    and the most that may be used for the amount to fit: kept with the
+    copy, so a request compares without arithmetic."""
+    return tuple(((rp, rc), _most_used(cap, amount)) for rc, amount, cap in checks)
+
+
 class _Terms:
     """A group's filters as id sets, worked out once per request."""
 
@@ -131,10 +138,7 @@ class MemoryReader(SliceWalk):
         if terms.bad_aggs and not (aggs.isdisjoint(terms.bad_aggs) and
                                    snap.aggregates[root].isdisjoint(terms.bad_aggs)):
             in_tree_ok = False
-        # Per class, the `used` key and the most that may be used for
-        # the amount to fit, so a request compares without arithmetic.
-        limits = tuple(((rp, rc), _most_used(cap, amount)) for rc, amount, cap in checks)
-        return (root, limits,
+        return (root, _limits(rp, checks),
                 tuple(not traits.isdisjoint(s) for s in terms.any_of),
                 len(snap.members[root]) == 1, in_tree_ok,
                 terms.member(aggs), not aggs.isdisjoint(terms.bad_aggs))
@@ -176,6 +180,7 @@ class MemoryReader(SliceWalk):
                 draft.agg_ok[rp] = agg_ok
             if flag_bad:
                 draft.agg_bad[rp] = agg_bad
+            # Draft.provider, without a call per provider.
             d_uuid[rp] = uuid[rp]
             d_root[rp] = root
             d_parent[rp] = parent[rp]
@@ -212,8 +217,7 @@ class MemoryReader(SliceWalk):
                 return None
             if terms.in_tree and snap.root[rp] != terms.tree_root:
                 return None
-            # As the unnumbered group's limits: (used key, most used).
-            return tuple(((rp, rc), _most_used(cap, amount)) for rc, amount, cap in checks)
+            return _limits(rp, checks)
         return build
 
     def _numbered_rows(self, providers, suffix: str, terms: _Terms, resources) -> list:
@@ -257,7 +261,7 @@ class MemoryReader(SliceWalk):
             uuid, parent, roots = snap.uuid, snap.parent, snap.root
             d_uuid, d_root, d_parent = draft.uuid, draft.root, draft.parent
             filed = [draft.rows[suffix] for suffix in suffixes]
-            for rp in rows:
+            for rp in rows:  # Draft.provider, without a call each
                 root = d_root[rp] = roots[rp]
                 d_uuid[rp] = uuid[rp]
                 d_parent[rp] = parent[rp]
