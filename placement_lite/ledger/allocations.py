@@ -146,6 +146,7 @@ _a = t.allocations
 _HOLDINGS = select(_a.c.consumer_id, _a.c.resource_provider_id,
                    _a.c.resource_class_id, _a.c.used).where(
     _a.c.consumer_id.in_(bindparam("ids", expanding=True)))
+_INSERT = insert(_a)
 _DROP_HOLDINGS = delete(_a).where(_a.c.consumer_id.in_(bindparam("ids", expanding=True)))
 
 
@@ -255,7 +256,7 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
     capacity.check(conn, amounts, names_by_id,
                    {v: k for k, v in rcs.items()}, held)
     if rows:
-        conn.execute(insert(t.allocations), rows)
+        conn.execute(_INSERT, rows)
     consumers.delete_if_empty(conn, existing_ids)
     # After every other lock the write takes; before the claim checks,
     # which count usage from the summary.

@@ -82,15 +82,25 @@ def ensure_owner(conn: Connection, project: str, user: str,
     """Row ids of the project, user and type (None: no type), each created
     on first use: one round trip for the three when they exist, as they
     do for all but a project's first claims."""
-    wanted = [(table, column, value) for (table, column), value
-              in zip(_OWNER_NAMES, (project, user, consumer_type))
-              if value is not None]
-    found = conn.execute(select(*(
-        select(table.c.id).where(column == value).scalar_subquery()
-        for table, column, value in wanted))).one()
-    ids = [row_id if row_id is not None else _create_named(conn, *named)
-           for row_id, named in zip(found, wanted)]
+    names = (project, user) if consumer_type is None else (
+        project, user, consumer_type)
+    found = conn.execute(_OWNER_IDS[len(names)],
+                         dict(zip(("project", "user", "type"), names))).one()
+    ids = [row_id if row_id is not None else _create_named(conn, table, column, name)
+           for row_id, (table, column), name in zip(found, _OWNER_NAMES, names)]
     return ids[0], ids[1], ids[2] if len(ids) > 2 else None
+
+
+def _owner_ids(count: int):
+    return select(*(
+        select(table.c.id).where(column == bindparam(key)).scalar_subquery()
+        for (table, column), key in zip(_OWNER_NAMES[:count],
+                                         ("project", "user", "type"))))
+
+
+# Built once, with and without the type: every new consumer's write runs
+# one, and building it per call cost more CPU than running it.
+_OWNER_IDS = {2: _owner_ids(2), 3: _owner_ids(3)}
 
 
 def _consumer_query():

@@ -54,11 +54,14 @@ class EnforcementMismatch(Exception):
     """A process was started with settings that contradict the stored ones."""
 
 
+# Built once: every allocation write reads it.
+_STORED = select(t.quota_enforcement.c.enforce, t.quota_enforcement.c.model,
+                 t.quota_enforcement.c.set_by).where(t.quota_enforcement.c.id == _ROW)
+
+
 def stored(conn: Connection) -> Optional[Enforcement]:
     """The deployment's enforcement, or None if no process has set it yet."""
-    E = t.quota_enforcement
-    row = conn.execute(select(E.c.enforce, E.c.model, E.c.set_by)
-                       .where(E.c.id == _ROW)).first()
+    row = conn.execute(_STORED).first()
     return Enforcement(bool(row.enforce), row.model, row.set_by) if row else None
 
 
