@@ -69,7 +69,8 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
         try:
             app = server._build_app(settings, db)
         finally:
-            db.engine.dispose()
+            # Every pool, the readers' too: the server may fork after this.
+            db.dispose()
     except StartupError as exc:
         LOG.error("placement-lite cannot start: %s", exc)
         raise

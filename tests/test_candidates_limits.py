@@ -26,11 +26,14 @@ def statements_run(db):
 
     def listen(*args):
         statements.append(args[2])
-    event.listen(db.engine, "before_cursor_execute", listen)
+    engines = db.engines()
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", listen)
     try:
         yield statements
     finally:
-        event.remove(db.engine, "before_cursor_execute", listen)
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", listen)
 
 
 @pytest.fixture
