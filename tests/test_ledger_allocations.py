@@ -233,6 +233,47 @@ def test_multi_consumer_lookups_do_not_grow_with_consumers(db):
             assert list(allocs) == [rps[(i + 1) % 3]["uuid"]]
 
 
+def test_a_new_consumer_of_a_known_owner_costs_one_statement(db):
+    """Once a project, user and type have rows, a new consumer of theirs is
+    inserted by one statement that finds those rows by name too; an owner
+    with a name not seen yet is created first, as before. Either way the
+    consumer is stored, and counted, under the right owner."""
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=100)
+    _write(db, ConsumerWrite(_uuid(), "p", "u", {rp["uuid"]: {"VCPU": 1}},
+                             consumer_type="INSTANCE"))
+    statements = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(" ".join(statement.split()))
+
+    known, untyped, new_user = _uuid(), _uuid(), _uuid()
+    event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        _write(db, ConsumerWrite(known, "p", "u", {rp["uuid"]: {"VCPU": 2}},
+                                 consumer_type="INSTANCE"))
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count)
+    _write(db, ConsumerWrite(untyped, "p", "u", {rp["uuid"]: {"VCPU": 3}}))
+    _write(db, ConsumerWrite(new_user, "p", "u2", {rp["uuid"]: {"VCPU": 4}},
+                             consumer_type="MIGRATION"))
+
+    if db.engine.dialect.insert_returning:
+        owner_reads = [s for s in statements if s.startswith("SELECT")
+                       and ("FROM projects" in s or "FROM users" in s)]
+        assert owner_reads == []
+        assert len([s for s in statements if s.startswith("INSERT INTO consumers")]) == 1
+    with db.read() as conn:
+        for uuid_, user, ctype in ((known, "u", "INSTANCE"), (untyped, "u", None),
+                                   (new_user, "u2", "MIGRATION")):
+            found = consumers.get(conn, uuid_)
+            assert (found.project_id, found.user_id, found.consumer_type,
+                    found.generation) == ("p", user, ctype, 1)
+        assert usages.for_project(conn, "p") == {"VCPU": 10}
+        assert usages.for_project(conn, "p", "u2") == {"VCPU": 4}
+        assert usage_summary.drift(conn) == []
+
+
 def test_unknown_name_is_reported_for_the_consumer_using_it(db):
     with db.write() as conn:
         rp = factories.provider_with(conn, VCPU=8)

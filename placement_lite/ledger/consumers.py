@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from sqlalchemy import bindparam, delete, exists, insert, select, update
+from sqlalchemy import (
+    Integer, String, bindparam, delete, exists, insert, literal, null, select, update)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -93,9 +94,10 @@ def ensure_owner(conn: Connection, project: str, user: str,
 
 def _owner_ids(count: int):
     return select(*(
-        select(table.c.id).where(column == bindparam(key)).scalar_subquery()
-        for (table, column), key in zip(_OWNER_NAMES[:count],
-                                         ("project", "user", "type"))))
+        select(table.c.id).where(column == bindparam(key)).scalar_subquery().label(name)
+        for (table, column), key, name in zip(
+            _OWNER_NAMES[:count], ("project", "user", "type"),
+            ("project_id", "user_id", "consumer_type_id"))))
 
 
 # Built once, with and without the type: every new consumer's write runs
@@ -158,15 +160,48 @@ def _json(generation: Optional[int]) -> str:
     return "null" if generation is None else str(generation)
 
 
+def _insert_with_owner(count: int):
+    """INSERT of a new consumer whose owner's row ids are looked up by name
+    in the same statement (`count` names: with or without a type),
+    RETURNING its id and theirs: nothing is inserted, and no row comes
+    back, when one of those names has no row yet."""
+    c = t.consumers
+    owner = _owner_ids(count).subquery("owner")
+    ids = list(owner.c)
+    type_id = ids[2] if count == 3 else null()
+    found = (select(bindparam("uuid", type_=String), ids[0], ids[1], type_id,
+                    literal(1, Integer))
+             .where(*(column.is_not(None) for column in ids)))
+    return insert(c).from_select(
+        ["uuid", "project_id", "user_id", "consumer_type_id", "generation"],
+        found).returning(c.c.id, c.c.project_id, c.c.user_id, c.c.consumer_type_id)
+
+
+# Built once, with and without a type: a new consumer's claim runs one.
+_INSERT_WITH_OWNER = {2: _insert_with_owner(2), 3: _insert_with_owner(3)}
+
+
 def create(conn: Connection, uuid: str, project: str, user: str,
            consumer_type: Optional[str]) -> Consumer:
     # Written together with its first allocations, so it starts at the
     # generation a consumer has after one write.
-    owner = ensure_owner(conn, project, user, consumer_type)
-    values = {"uuid": uuid, "project_id": owner[0], "user_id": owner[1],
-              "consumer_type_id": owner[2], "generation": 1}
     try:
-        new_id = conn.execute(_INSERT, values).inserted_primary_key[0]
+        found = None
+        if conn.dialect.insert_returning:
+            # Its owner's rows nearly always exist (all but a project's
+            # first claims): one round trip finds them and inserts.
+            found = conn.execute(
+                _INSERT_WITH_OWNER[2 if consumer_type is None else 3],
+                {"uuid": uuid, "project": project, "user": user,
+                 "type": consumer_type}).first()
+        if found is not None:
+            new_id, owner = found[0], tuple(found[1:])
+        else:
+            owner = ensure_owner(conn, project, user, consumer_type)
+            new_id = conn.execute(_INSERT, {
+                "uuid": uuid, "project_id": owner[0], "user_id": owner[1],
+                "consumer_type_id": owner[2], "generation": 1,
+            }).inserted_primary_key[0]
     except IntegrityError:
         # Another writer created this consumer since we looked: start over
         # in a fresh transaction, which will see it.
