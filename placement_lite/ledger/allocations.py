@@ -252,9 +252,9 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
         moved[key] += sum(claimed)
     if existing_ids:
         conn.execute(_DROP_HOLDINGS, {"ids": existing_ids})
-    capacity.add_usage(conn, moved)
+    changed = capacity.add_usage(conn, moved, returning=True)
     capacity.check(conn, amounts, names_by_id,
-                   {v: k for k, v in rcs.items()}, held)
+                   {v: k for k, v in rcs.items()}, held, changed)
     if rows:
         conn.execute(_INSERT, rows)
     consumers.delete_if_empty(conn, existing_ids)

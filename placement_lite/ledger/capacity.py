@@ -36,9 +36,15 @@ def usage(conn: Connection, provider_ids) -> dict[tuple[int, int], int]:
     return {(rp, rc): int(used) for rp, rc, used in rows}
 
 
-def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int]) -> None:
+def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int],
+              returning: bool = False) -> Optional[dict[tuple[int, int], object]]:
     """Add each delta to the `used` of its (provider id, class id)
     inventory row, in one statement.
+
+    With `returning`, where the backend returns rows from an UPDATE
+    (PostgreSQL, SQLite), the rows it changed, as `inventories` gives
+    them, after the change: what `check` reads, without reading it
+    again. Otherwise None.
 
     Called by every allocation write inside its transaction. The UPDATE
     takes the rows' locks in the order of the (provider, class) index, so
@@ -48,26 +54,31 @@ def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int]) -> None:
     capacity check refuses a claim there, and a write freeing it is
     removing allocations whose inventory a reshape removed.
     """
+    returning = returning and conn.dialect.update_returning
     keys = sorted(k for k, d in deltas.items() if d)
     if not keys:
-        return
+        return {} if returning else None
     params = {}
     for i, (rp, rc) in enumerate(keys):
         params.update({f"rp{i}": rp, f"rc{i}": rc, f"d{i}": deltas[(rp, rc)]})
-    conn.execute(_add_usage_statement(len(keys)), params)
+    result = conn.execute(_add_usage_statement(len(keys), returning), params)
+    if not returning:
+        return None
+    return {(r.resource_provider_id, r.resource_class_id): r for r in result}
 
 
-@lru_cache(maxsize=64)
-def _add_usage_statement(n: int):
+@lru_cache(maxsize=128)
+def _add_usage_statement(n: int, returning: bool):
     """add_usage's UPDATE for n keys, built once per n: a claim's hot
     statement, whose building and cache key cost more than its run."""
     inv = t.inventories
     match = [and_(inv.c.resource_provider_id == bindparam(f"rp{i}", type_=Integer),
                   inv.c.resource_class_id == bindparam(f"rc{i}", type_=Integer))
              for i in range(n)]
-    return update(inv).where(or_(*match)).values(
+    stmt = update(inv).where(or_(*match)).values(
         used=inv.c.used + case(*[(m, bindparam(f"d{i}", type_=BigInteger))
                                  for i, m in enumerate(match)], else_=0))
+    return stmt.returning(*inv.c) if returning else stmt
 
 
 _INVENTORIES = select(t.inventories).where(
@@ -108,7 +119,8 @@ def check(conn: Connection,
           amounts: Mapping[tuple[int, int], list[int]],
           provider_names: Mapping[int, str],
           class_names: Mapping[int, str],
-          held: Optional[Mapping[tuple[int, int], int]] = None) -> None:
+          held: Optional[Mapping[tuple[int, int], int]] = None,
+          changed: Optional[Mapping[tuple[int, int], object]] = None) -> None:
     """Raise CapacityExceeded unless every amount fits.
 
     `amounts` maps (provider id, class id) to the amounts the request
@@ -126,11 +138,17 @@ def check(conn: Connection,
     the usage is refused. Comparing with what the writers held, rather
     than with a usage read earlier, keeps the rule exact while other
     consumers free capacity concurrently.
+
+    `changed`: inventory rows add_usage returned, as they stand after the
+    deltas; only what they leave out (a class the write claims without
+    changing its usage, or one with no inventory) is read here.
     """
     if not amounts:
         return
-    providers = {rp for rp, _rc in amounts}
-    invs = inventories(conn, providers)
+    invs = dict(changed or {})
+    missing = {rp for rp, rc in amounts if (rp, rc) not in invs}
+    if missing:
+        invs.update(inventories(conn, missing))
     for key in sorted(amounts):
         rp, rc = key
         where = (f"'{class_names[rc]}' on resource provider "
