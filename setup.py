@@ -36,7 +36,7 @@ setup(
     install_requires=[
         "falcon>=4.0",
         "waitress>=3.0",
-        "SQLAlchemy>=2.0.43",
+        "SQLAlchemy>=2.0",
         "alembic>=1.13",
         "jsonschema>=4.17",
         "os-traits>=3.0",

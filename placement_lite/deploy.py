@@ -69,8 +69,7 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
         try:
             app = server._build_app(settings, db)
         finally:
-            # Every pool, the readers' too: the server may fork after this.
-            db.dispose()
+            db.engine.dispose()
     except StartupError as exc:
         LOG.error("placement-lite cannot start: %s", exc)
         raise

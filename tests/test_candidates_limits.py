@@ -26,14 +26,11 @@ def statements_run(db):
 
     def listen(*args):
         statements.append(args[2])
-    engines = db.engines()
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", listen)
+    event.listen(db.engine, "before_cursor_execute", listen)
     try:
         yield statements
     finally:
-        for engine in engines:
-            event.remove(engine, "before_cursor_execute", listen)
+        event.remove(db.engine, "before_cursor_execute", listen)
 
 
 @pytest.fixture

@@ -51,8 +51,7 @@ def test_an_empty_answer_and_the_connection_after_it(db, world):
 
 def test_statements_are_counted_and_errors_translated(db, world):
     counter = StatementCounter()
-    for engine in db.engines():
-        counter.install(engine)
+    counter.install(db.engine)
     with db.read() as conn:
         counter.reset()
         driver_rows(conn, USED, {"lo": 0, "hi": 10**9})

@@ -417,16 +417,14 @@ def test_project_usage_is_exact_over_many_allocations(db):
     def count(conn, cursor, statement, *args):
         statements.append(statement)
 
-    for engine in db.engines():
-        event.listen(engine, "before_cursor_execute", count)
+    event.listen(db.engine, "before_cursor_execute", count)
     with db.read() as conn:
         before = len(statements)
         usages.for_project(conn, "p1", "u2")
         usages.for_project_by_type(conn, "p1", "u2")
         # One statement each, whatever the number of consumers.
         assert len(statements) - before == 2
-    for engine in db.engines():
-        event.remove(engine, "before_cursor_execute", count)
+    event.remove(db.engine, "before_cursor_execute", count)
     with db.read() as conn:
         for project in ("p0", "p3"):
             assert usages.for_project(conn, project) == dict(expected[(project, None, None)])

@@ -17,11 +17,8 @@ def _selects(db):
     def count(conn, cursor, statement, *args):
         if statement.lstrip().upper().startswith("SELECT"):
             seen.append(statement)
-    engines = db.engines()
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", count)
-    return seen, lambda: [event.remove(engine, "before_cursor_execute", count)
-                          for engine in engines]
+    event.listen(db.engine, "before_cursor_execute", count)
+    return seen, lambda: event.remove(db.engine, "before_cursor_execute", count)
 
 
 def _trait_ids(conn, names):

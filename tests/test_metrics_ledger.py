@@ -94,9 +94,8 @@ def test_fleet_summary_is_one_query_whatever_the_fleet(backend, providers):
                     factories.inventory(conn, rp, "DISK_GB", 100, reserved=10,
                                         allocation_ratio=1.5)
         statements = []
-        for engine in database.engines():
-            event.listen(engine, "before_cursor_execute",
-                         lambda *a, **k: statements.append(a[2]))
+        event.listen(database.engine, "before_cursor_execute",
+                     lambda *a, **k: statements.append(a[2]))
         with database.read() as conn:
             statements.clear()
             found = {c.resource_class: c for c in fleet.class_summaries(conn)}

@@ -155,12 +155,8 @@ def watch_connections(engine: Engine, idle_ping_seconds: float) -> None:
         dialect.do_rollback(dbapi_conn)
 
 
-def make_engine(url, pool_size: int = 10,
-                idle_ping_seconds: float = IDLE_PING_SECONDS,
-                autocommit: bool = False) -> Engine:
-    """An engine for `url`. `autocommit` (servers only): every connection
-    commits each statement itself, and no COMMIT or ROLLBACK is sent for
-    it (Database.read's engine on MariaDB/MySQL)."""
+def make_engine(url: str, pool_size: int = 10,
+                idle_ping_seconds: float = IDLE_PING_SECONDS) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     kwargs: dict = {"future": True}
@@ -175,12 +171,7 @@ def make_engine(url, pool_size: int = 10,
         # does both only when they are needed.
         kwargs.update(pool_size=pool_size, max_overflow=pool_size,
                       pool_recycle=3600, pool_reset_on_return=None,
-                      isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED")
-        if autocommit:
-            # The rollback SQLAlchemy sends when a connection is closed
-            # without a transaction of ours ended would be a round trip
-            # that ends nothing.
-            kwargs["skip_autocommit_rollback"] = True
+                      isolation_level="READ COMMITTED")
         if backend == "mysql":
             query = dict(parsed.query)
             query.setdefault("charset", "utf8mb4")
@@ -190,15 +181,6 @@ def make_engine(url, pool_size: int = 10,
         _sqlite_setup(engine)
     else:
         watch_connections(engine, idle_ping_seconds)
-    if autocommit and backend == "mysql":
-        # A statement on its own reads one snapshot whatever the level;
-        # READ COMMITTED all the same, so every connection of the
-        # deployment runs at the one level operators are told of.
-        @event.listens_for(engine, "connect")
-        def _read_committed(dbapi_conn, _record):
-            cursor = dbapi_conn.cursor()
-            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-            cursor.close()
     return engine
 
 
@@ -253,20 +235,14 @@ class Database:
         if counting_enabled():
             self.statements = StatementCounter()
             self.statements.install(self.engine)
-        self.pool_size = pool_size
-        self.idle_ping_seconds = idle_ping_seconds
         self._writer = self.engine.execution_options(placement_write=True)
-        # Reads on the servers run in autocommit: under READ COMMITTED
-        # every statement of a transaction takes a snapshot of its own
-        # anyway, so a read transaction adds nothing but the round trips
-        # that end it (and begin it, with psycopg). PostgreSQL's reads
-        # switch a pooled connection to autocommit, which is local to
-        # psycopg. On MariaDB/MySQL switching costs a round trip each way,
-        # so reads there have a pool of their own, whose connections stay
-        # in autocommit: a candidates request with `limit` sends two
-        # statements instead of two and a COMMIT.
+        # PostgreSQL reads run in autocommit: under READ COMMITTED every
+        # statement of a transaction takes a snapshot of its own anyway,
+        # so a read transaction adds nothing but the BEGIN and COMMIT
+        # round trips psycopg sends for it (switching autocommit on and
+        # back off is local to psycopg). MariaDB/MySQL keep a transaction:
+        # switching there costs a round trip each way.
         self._reader = self._reader_of = None
-        self.reads_autocommit = self.backend == "mysql"
         # Observers (metrics) count retries without this module knowing them.
         self.on_retry: list[Callable[[BaseException], None]] = []
 
@@ -275,33 +251,14 @@ class Database:
         # whose server is down).
         engine = self.engine
         if self._reader_of is not engine:
-            if self.reads_autocommit:
-                if self._reader is not None:
-                    self._reader.dispose()
-                reader = make_engine(engine.url, self.pool_size,
-                                     self.idle_ping_seconds, autocommit=True)
-                if self.statements is not None:
-                    self.statements.install(reader)
-            elif self.backend == "postgresql":
-                reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-            else:
-                reader = engine
-            self._reader, self._reader_of = reader, engine
+            self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                            if self.backend == "postgresql" else engine)
+            self._reader_of = engine
         return self._reader
-
-    def engines(self) -> list[Engine]:
-        """Every engine statements go through: the writers' and, where
-        reads have a pool of their own, the readers' (for event hooks)."""
-        reader = self._reading_engine()
-        return [self.engine] + ([reader] if self.reads_autocommit else [])
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         with self._reading_engine().connect() as conn:
-            if self.reads_autocommit:
-                # Each statement committed itself; closing sends nothing.
-                yield conn
-                return
             with conn.begin():
                 yield conn
             # Committed: nothing for the pool to roll back.
@@ -376,5 +333,3 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
-        if self.reads_autocommit and self._reader is not None:
-            self._reader.dispose()
