@@ -26,6 +26,9 @@ from placement_lite.db import tables as t
 # Placement's owner for allocations written before 1.8 made project and
 # user mandatory.
 INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
+# A consumer is written together with its first allocations, so it starts
+# at the generation a consumer has after one write.
+FIRST_GENERATION = 1
 # How consumers without a type are reported from 1.38.
 UNKNOWN_TYPE = "unknown"
 # Placement's phrase for an allocation write that lost a race; what follows
@@ -85,19 +88,22 @@ def ensure_owner(conn: Connection, project: str, user: str,
     do for all but a project's first claims."""
     names = (project, user) if consumer_type is None else (
         project, user, consumer_type)
-    found = conn.execute(_OWNER_IDS[len(names)],
-                         dict(zip(("project", "user", "type"), names))).one()
+    found = conn.execute(_OWNER_IDS[len(names)], dict(zip(_OWNER_PARAMS, names))).one()
     ids = [row_id if row_id is not None else _create_named(conn, table, column, name)
            for row_id, (table, column), name in zip(found, _OWNER_NAMES, names)]
     return ids[0], ids[1], ids[2] if len(ids) > 2 else None
+
+
+# The owner lookup's parameters, and the consumer columns it fills.
+_OWNER_PARAMS = ("project", "user", "type")
+_OWNER_COLUMNS = ("project_id", "user_id", "consumer_type_id")
 
 
 def _owner_ids(count: int):
     return select(*(
         select(table.c.id).where(column == bindparam(key)).scalar_subquery().label(name)
         for (table, column), key, name in zip(
-            _OWNER_NAMES[:count], ("project", "user", "type"),
-            ("project_id", "user_id", "consumer_type_id"))))
+            _OWNER_NAMES[:count], _OWNER_PARAMS, _OWNER_COLUMNS)))
 
 
 # Built once, with and without the type: every new consumer's write runs
@@ -170,11 +176,11 @@ def _insert_with_owner(count: int):
     ids = list(owner.c)
     type_id = ids[2] if count == 3 else null()
     found = (select(bindparam("uuid", type_=String), ids[0], ids[1], type_id,
-                    literal(1, Integer))
+                    literal(FIRST_GENERATION, Integer))
              .where(*(column.is_not(None) for column in ids)))
     return insert(c).from_select(
-        ["uuid", "project_id", "user_id", "consumer_type_id", "generation"],
-        found).returning(c.c.id, c.c.project_id, c.c.user_id, c.c.consumer_type_id)
+        ["uuid", *_OWNER_COLUMNS, "generation"], found
+    ).returning(c.c.id, *(c.c[name] for name in _OWNER_COLUMNS))
 
 
 # Built once, with and without a type: a new consumer's claim runs one.
@@ -183,8 +189,6 @@ _INSERT_WITH_OWNER = {2: _insert_with_owner(2), 3: _insert_with_owner(3)}
 
 def create(conn: Connection, uuid: str, project: str, user: str,
            consumer_type: Optional[str]) -> Consumer:
-    # Written together with its first allocations, so it starts at the
-    # generation a consumer has after one write.
     try:
         found = None
         if conn.dialect.insert_returning:
@@ -192,23 +196,23 @@ def create(conn: Connection, uuid: str, project: str, user: str,
             # first claims): one round trip finds them and inserts.
             found = conn.execute(
                 _INSERT_WITH_OWNER[2 if consumer_type is None else 3],
-                {"uuid": uuid, "project": project, "user": user,
-                 "type": consumer_type}).first()
+                dict(zip(_OWNER_PARAMS, (project, user, consumer_type)),
+                     uuid=uuid)).first()
         if found is not None:
             new_id, owner = found[0], tuple(found[1:])
         else:
             owner = ensure_owner(conn, project, user, consumer_type)
-            new_id = conn.execute(_INSERT, {
-                "uuid": uuid, "project_id": owner[0], "user_id": owner[1],
-                "consumer_type_id": owner[2], "generation": 1,
-            }).inserted_primary_key[0]
+            new_id = conn.execute(_INSERT, dict(
+                zip(_OWNER_COLUMNS, owner), uuid=uuid, generation=FIRST_GENERATION,
+            )).inserted_primary_key[0]
     except IntegrityError:
         # Another writer created this consumer since we looked: start over
         # in a fresh transaction, which will see it.
         raise errors.RaceLost(
             f"{RACE}consumer {uuid} was created by another request at the same "
             "time; re-read its allocations and try again.")
-    return Consumer(new_id, uuid, project, user, consumer_type, 1, owner)
+    return Consumer(new_id, uuid, project, user, consumer_type, FIRST_GENERATION,
+                    owner)
 
 
 def claim(conn: Connection, consumer: Consumer, project: str, user: str,
