@@ -119,8 +119,11 @@ class Builder:
         spec.update(extra)
         return spec
 
-    def build(self):
+    def build(self, sharing: bool = True):
+        """A random world; without `sharing`, the providers that would
+        share (disks, addresses) are trees of their own."""
         rng = self.rng
+        shares = ["MISC_SHARES_VIA_AGGREGATE"] if sharing else []
         for rc in CUSTOM_CLASSES:
             self.call("PUT", f"/resource_classes/{rc}", version="1.7")
         for trait in CUSTOM_TRAITS:
@@ -153,11 +156,10 @@ class Builder:
             self.provider(f"shared-disk{s}",
                           inventory={"DISK_GB": self.inv(rng.choice([200, 1000]),
                                                          max_unit=200)},
-                          traits=["MISC_SHARES_VIA_AGGREGATE"]
-                          + rng.sample(["STORAGE_DISK_SSD", "CUSTOM_C"], 1),
+                          traits=shares + rng.sample(["STORAGE_DISK_SSD", "CUSTOM_C"], 1),
                           aggs=[self.aggregates[s]])
         self.provider("shared-ip", inventory={"IPV4_ADDRESS": self.inv(16, max_unit=4)},
-                      traits=["MISC_SHARES_VIA_AGGREGATE"], aggs=self.aggregates[1:])
+                      traits=shares, aggs=self.aggregates[1:])
         self.provider("empty")
         self.consume()
 

@@ -434,6 +434,98 @@ def test_a_summary_shown_again_follows_its_providers_usage(apps):
     assert used() == used() == {one: 0, other: 0}
 
 
+# -- a full answer kept tree by tree (engine.tree_parts) -----------------------
+
+@pytest.fixture
+def by_tree(monkeypatch):
+    """What engine.tree_parts did: how many answers it gave (None: the
+    request was searched as usual) and which trees each walked."""
+    seen = {"answers": 0, "walked": []}
+    real_parts, real_candidates = engine.tree_parts, engine.Search.candidates
+
+    def parts(*args, **kwargs):
+        out = real_parts(*args, **kwargs)
+        seen["answers"] += out is not None
+        return out
+
+    def candidates(self):
+        if self.trees is not None:
+            seen["walked"].append(list(self.trees))
+        return real_candidates(self)
+
+    monkeypatch.setattr(engine, "tree_parts", parts)
+    monkeypatch.setattr(engine.Search, "candidates", candidates)
+    return seen
+
+
+def test_a_full_answer_kept_by_tree_follows_every_write(apps, by_tree):
+    """Without sharing providers, a full answer is kept tree by tree and
+    only the trees whose usage changed are walked again; writes of every
+    kind, through either app, and every answer format must still get
+    what SQL answers."""
+    memory, sql = apps
+    rng = random.Random(SEED + 2)
+    world = Builder(memory, rng)
+    world.build(sharing=False)
+    queries = [candidate_query(rng, world) for _ in range(12)] + [
+        [("resources", q.split("=")[1])] for q in SIMPLE]
+    trees = len([p for p in world.providers.values() if p["parent"] is None])
+    for _ in range(30):
+        write = rng.choice(WRITES)
+        write(rng, world, rng.choice([memory, sql]), rng.choice(sorted(world.providers)))
+        for query in rng.sample(queries, 4):
+            _alike(memory, sql, "/allocation_candidates?" + urlencode(query),
+                   rng.choice(["1.12", "1.17", "1.29", "1.34", "1.39"]))
+            # A bound may fall within a tree's candidates.
+            _alike(memory, sql, "/allocation_candidates?" + urlencode(
+                query + [("limit", str(rng.randint(1, 4)))]), rng.choice(["1.17", "1.39"]))
+    # Most answers were made of kept parts; many walked only some trees
+    # (each query and format walks every tree once, and after a write
+    # changing facts the trees it touched).
+    assert by_tree["answers"] > 100, by_tree["answers"]
+    assert len(by_tree["walked"]) < by_tree["answers"]
+    partial = [w for w in by_tree["walked"] if len(w) < trees]
+    assert len(partial) >= 10, by_tree["walked"]
+
+
+def test_only_the_trees_whose_usage_changed_are_walked_again(apps, by_tree):
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    flat = [world.provider(f"cn{n}", inventory={"VCPU": world.inv(4)}) for n in range(3)]
+    root = world.provider("nested", inventory={"DISK_GB": world.inv(100)})
+    numa = [world.provider(f"numa{n}", parent=root, inventory={"VCPU": world.inv(4)})
+            for n in range(2)]
+    path = "/allocation_candidates?resources=VCPU:1"
+
+    def answer(version="1.39"):
+        body = _alike(memory, sql, path, version)[1]
+        return sorted(rp for a in body["allocation_requests"] for rp in a["allocations"])
+
+    def walked():
+        out = by_tree["walked"][:]
+        by_tree["walked"].clear()
+        return [len(trees) for trees in out]
+
+    everything = sorted(flat + numa)
+    assert answer() == everything and walked() == [4]
+    assert answer() == everything and walked() == []
+    # Fill cn0: its tree alone is walked again, and it is no candidate.
+    assert _claim_on(memory, flat[0], vcpu=4)[0] == 204
+    assert answer() == sorted(flat[1:] + numa) and walked() == [1]
+    assert answer() == sorted(flat[1:] + numa) and walked() == []
+    # A claim in the nested tree, made by the other app, shows in its
+    # summary: that tree alone is walked again.
+    assert _claim_on(sql, numa[1], vcpu=1)[0] == 204
+    body = _alike(memory, sql, path)[1]
+    assert body["provider_summaries"][numa[1]]["resources"]["VCPU"]["used"] == 1
+    assert walked() == [1]
+    assert wsgi(sql, "DELETE", f"/allocations/{_consumers_of(sql, flat[0])[0]}")[0] == 204
+    assert answer() == everything and walked() == [1]
+    # Another microversion's format is kept apart.
+    assert answer("1.29") == everything and walked() == [4]
+    assert by_tree["answers"] == 7
+
+
 def test_what_a_shape_kept_carries_over_only_where_no_tree_changed(db, apps):
     """A refresh carries a shape's per-provider verdicts and per-tree walks
     over to the new copy (snapshot.Kept), except for every provider of a

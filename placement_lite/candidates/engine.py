@@ -16,6 +16,7 @@ answer is the same with or without one.
 """
 from __future__ import annotations
 
+import bisect
 import random
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
@@ -36,6 +37,8 @@ RP = t.resource_providers
 FIRST_SPAN = 256
 MIN_SPAN = 32
 MAX_SPAN = 1 << 16
+# Trees per slice of a walk over chosen trees (Search.trees).
+MAX_RUN = 4096
 
 
 class Observer(combiner.Watcher):
@@ -57,7 +60,10 @@ class Search:
     def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups,
                  bound: Optional[int] = None, observer: Observer = QUIET,
                  budget: Optional[combiner.Budget] = None,
-                 snapshot: Optional[Snapshot] = None):
+                 snapshot: Optional[Snapshot] = None,
+                 trees: Optional[list] = None):
+        """`trees`: with `snapshot`, walk only these trees (their roots'
+        ids, ascending) rather than every one."""
         self.plan = Plan(req, lookups)
         # With the process's copy of the facts, only `used` is read; the
         # SQL reader asks the database everything.
@@ -69,6 +75,7 @@ class Search:
         self._walks = (None if snapshot is None else
                        snapshot.per_shape(self.plan.walk_shape, by_tree=True))
         self.bound = bound
+        self.trees = trees
         self.observer = observer
         self.budget = budget or combiner.Budget()
         self._layouts: dict = {}
@@ -86,6 +93,9 @@ class Search:
     def _spans(self) -> Iterator[tuple]:
         """Root id ranges to read, sized from what the slices so far
         yielded, so a bounded answer reads little more than it needs."""
+        if self.trees is not None:
+            yield from _runs(self.reader.snap.roots, self.trees)
+            return
         found = self.reader.bounds()
         if found is None:
             return
@@ -135,6 +145,23 @@ class Search:
         return Candidate(providers, layout)
 
 
+def _runs(roots: list, trees: list) -> Iterator[tuple]:
+    """Root id ranges covering exactly `trees` of all `roots` (both
+    ascending): each run of trees next to each other in `roots`, at most
+    MAX_RUN of them."""
+    first = last = at = None
+    for tree in trees:
+        i = bisect.bisect_left(roots, tree, at or 0)
+        if first is not None and i == at + 1 and i - first < MAX_RUN:
+            last, at = tree, i
+            continue
+        if first is not None:
+            yield roots[first], last
+        first, last, at = i, tree, i
+    if first is not None:
+        yield roots[first], last
+
+
 def resolve(conn: Connection, req: CandidateRequest,
             snapshot: Optional[Snapshot] = None) -> Optional[Lookups]:
     """Names -> ids. Unknown classes/traits are a 400; an in_tree naming no
@@ -173,6 +200,17 @@ class Result:
     memory: Optional[MemoryReader] = None
 
 
+def bound_of(req: CandidateRequest, max_candidates: int = 0,
+             randomize: bool = False) -> Optional[int]:
+    """How many candidates a search may stop at (None: all): `limit`,
+    unless a random sample of all is to be taken, and max_candidates
+    (<= 0: unbounded)."""
+    bound = max_candidates if max_candidates and max_candidates > 0 else None
+    if req.limit and not randomize:
+        bound = min(bound, req.limit) if bound else req.limit
+    return bound
+
+
 def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
          randomize: bool = False, observer: Observer = QUIET,
          lookups: Optional[Lookups] = None,
@@ -185,9 +223,7 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
         lookups = resolve(conn, req, snapshot)
     if lookups is None:
         return Result([], {}, {})
-    bound = max_candidates if max_candidates and max_candidates > 0 else None
-    if req.limit and not randomize:
-        bound = min(bound, req.limit) if bound else req.limit
+    bound = bound_of(req, max_candidates, randomize)
     search = Search(conn, req, lookups, bound, observer, snapshot=snapshot)
     found: list = []
     for cand in search.candidates():
@@ -199,3 +235,127 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     names = {rc: name for name, rc in lookups.rc_ids.items()}
     memory = search.reader if snapshot is not None else None
     return Result(found, search.uuids, search.roots, names, search.alone, memory)
+
+
+# A full answer kept tree by tree for at most this many trees (beyond,
+# each request works the answer out whole, as a bounded one does).
+TREES_KEPT = combiner.REMEMBERED_TREES
+
+
+class _Steps(Observer):
+    """The combination work each tree's walk took, from the budget's
+    count as each tree is done."""
+
+    def __init__(self, budget: combiner.Budget):
+        self.budget = budget
+        self.done = 0
+        self.per_tree: dict = {}
+
+    def tree_combined(self, anchor: int, found: int, older_rule: int) -> None:
+        self.per_tree[anchor] = self.budget.work - self.done
+        self.done = self.budget.work
+
+
+def _usage_keys(snap: Snapshot, key: tuple) -> tuple:
+    """The (provider, class) of every inventory row of the tree rooted at
+    key[0], in a fixed order."""
+    inventory = snap.inventory
+    return tuple((rp, rc) for rp in snap.members[key[0]] for rc in sorted(inventory[rp]))
+
+
+def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
+               shape: tuple, render, bound: Optional[int] = None) -> Optional[list]:
+    """An answer over the process's copy of the facts as each tree's part
+    of it, in the order of the trees (those without candidates left
+    out), up to `bound` candidates (None: all).
+
+    `render(result)` turns a Result into {root id: (each candidate's
+    text, the summaries' text)} for the trees it holds candidates of;
+    `shape` names the request and the format of the parts (the query
+    string and microversion, say). A tree's candidates depend on its
+    facts and on the `used` of its inventory alone when no provider
+    shares (a candidate never leaves its tree), so its part is kept with
+    the copy (per request and shape, by tree, as its walks are:
+    snapshot.Kept) beside that usage, and given again while the usage
+    read now is the same. Only the trees whose usage changed since are
+    walked again: after a claim, one.
+
+    None where this does not apply, for the caller to search as usual:
+    with sharing providers, with more than TREES_KEPT trees, when the
+    budget of combination work would stop the answer short (a search
+    stops it alike), or when `bound` falls within a tree's candidates
+    before microversion 1.29 (the summaries would be of the candidates
+    given, not of the tree).
+    """
+    if snapshot.sharing or len(snapshot.roots) > TREES_KEPT:
+        return None
+    lookups = resolve(conn, req, snapshot)
+    if lookups is None:
+        return []
+    budget = combiner.Budget()
+    steps = _Steps(budget)
+    search = Search(conn, req, lookups, None, steps, budget, snapshot)
+    reader = search.reader
+    kept = snapshot.per_shape(("answer by tree", shape, search.plan.shape),
+                              by_tree=True)
+    usage_keys = snapshot.per_shape(("usage keys",), by_tree=True)
+    keys_of, known = usage_keys.get, kept.get
+    roots, members = snapshot.roots, snapshot.members
+    size = len(roots) if bound is None else max(MIN_SPAN, 2 * bound)
+    if size >= len(roots):
+        # Every tree's usage is read: in one statement, by range.
+        reader.read_all_used()
+    used = reader.used.get
+    out: list = []
+    given = work = at = 0
+    while at < len(roots):
+        trees = roots[at:at + size]
+        at += len(trees)
+        size = min(2 * size, MAX_RUN)
+        reader.read_used([rp for tree in trees for rp in members[tree]])
+        entries = []  # per tree: (usage, part or None, walk steps); None if stale
+        stale = []  # (root, its usage now)
+        for root in trees:
+            key = (root,)
+            keys = keys_of(key)
+            if keys is None:
+                keys = usage_keys.settle(key, lambda k: _usage_keys(snapshot, k))
+            usage = tuple(map(used, keys))
+            entry = known(key)
+            if entry is None:
+                entry = kept.carried(key, None)
+                if entry is not None:
+                    kept[key] = entry
+            if entry is not None and entry[0] != usage:
+                entry = None
+            if entry is None:
+                stale.append((root, usage))
+            entries.append(entry)
+        if stale:
+            search.trees = [root for root, _usage in stale]
+            found = list(search.candidates())
+            if budget.cut_short:
+                return None
+            names = {rc: name for name, rc in lookups.rc_ids.items()}
+            parts = render(Result(found, search.uuids, search.roots, names,
+                                  search.alone, reader))
+            walked = steps.per_tree
+            fresh = {}
+            for root, usage in stale:
+                fresh[root] = kept[(root,)] = (usage, parts.get(root), walked.get(root, 0))
+            entries = [entry or fresh[root] for root, entry in zip(trees, entries)]
+        for entry in entries:
+            work += entry[2]
+            part = entry[1]
+            if part is None:
+                continue
+            given += len(part[0])
+            if bound is not None and given >= bound:
+                if given > bound:
+                    if not req.nested_aware:
+                        return None
+                    part = (part[0][:len(part[0]) - (given - bound)], part[1])
+                out.append(part)
+                return out if work <= budget.request_steps else None
+            out.append(part)
+    return out if work <= budget.request_steps else None

@@ -79,6 +79,7 @@ class MemoryReader(SliceWalk):
         # (rp, class id) -> used, for every provider in `used_read`.
         self.used: dict = {}
         self.used_read: set = set()
+        self.all_read = False
         g = plan.unnumbered
         self._unnumbered = _Terms(g, plan.lookups, "") if g is not None else None
         self._numbered = [(suffixes, _Terms(plan.req.groups[suffixes[0]],
@@ -90,6 +91,8 @@ class MemoryReader(SliceWalk):
     def read_used(self, ids: Iterable[int]) -> None:
         """Read `used` for the inventory of these providers (those not
         read yet in this request)."""
+        if self.all_read:
+            return
         ids = sorted(set(ids) - self.used_read)
         if not ids:
             return
@@ -98,6 +101,17 @@ class MemoryReader(SliceWalk):
         for stmt, params in selecting((_USED_RANGE, _USED_LISTED), ids):
             # Thousands of rows per full answer: as the driver's tuples.
             used.update({(rp, rc): n for rp, rc, n in driver_rows(self.conn, stmt, params)})
+
+    def read_all_used(self) -> None:
+        """Read `used` for every provider's inventory, in one statement:
+        for an answer over every tree (engine.tree_parts)."""
+        found = self.snap.bounds()
+        if found is not None:
+            # Rows of a provider created since the copy was read are not
+            # looked up: harmless.
+            self.used.update({(rp, rc): n for rp, rc, n in driver_rows(
+                self.conn, _USED_RANGE, {"lo": found[0], "hi": found[1]})})
+        self.all_read = True
 
     # -- the filters ----------------------------------------------------------
 

@@ -56,7 +56,8 @@ def _template(layout, names, with_mappings) -> tuple:
     return text + "}", tuple(order)
 
 
-def _requests_dict(result, with_mappings) -> str:
+def _request_texts(result, with_mappings) -> list:
+    """Each candidate's text, in order."""
     names = result.class_names
     uuids = result.uuids
     # Quoted once per provider: per copy of the facts when there is one
@@ -79,7 +80,11 @@ def _requests_dict(result, with_mappings) -> str:
                 if rp not in quoted:
                     quoted[rp] = quote(uuids[rp])
             out.append(text % tuple([quoted[rps[pos]] for pos in order]))
-    return "[%s]" % ",".join(out)
+    return out
+
+
+def _requests_dict(result, with_mappings) -> str:
+    return "[%s]" % ",".join(_request_texts(result, with_mappings))
 
 
 def _summary_text(uuid, resources, traits, parent_uuid, root_uuid, with_traits,
@@ -112,13 +117,19 @@ def _summaries(sums, with_traits, with_tree) -> str:
 
 
 def _memory_summaries(result, whole_trees, classes, with_traits, with_tree) -> str:
-    """The summaries from the process's copy of the facts. A provider's
-    text but for its usage is the same on every request while the copy
-    lasts, so it is made once per copy, as a %-template, and filled in
-    with the `used` a request read. The text last filled in is kept
-    beside its template with the usage it shows: between two requests
-    most providers' usage has not changed, and the kept text is then
-    used as it is."""
+    return "{%s}" % ",".join(_memory_summary_texts(
+        result, summaries.provider_ids(result, whole_trees), classes,
+        with_traits, with_tree))
+
+
+def _memory_summary_texts(result, ids, classes, with_traits, with_tree) -> list:
+    """The summaries of providers `ids` from the process's copy of the
+    facts. A provider's text but for its usage is the same on every
+    request while the copy lasts, so it is made once per copy, as a
+    %-template, and filled in with the `used` a request read. The text
+    last filled in is kept beside its template with the usage it shows:
+    between two requests most providers' usage has not changed, and the
+    kept text is then used as it is."""
     snap = result.memory.snap
     key = ("summary", with_traits, with_tree,
            None if classes is None else frozenset(classes))
@@ -127,7 +138,7 @@ def _memory_summaries(result, whole_trees, classes, with_traits, with_tree) -> s
     known = templates.get
     used = result.memory.used.get
     out = []
-    for pid in summaries.provider_ids(result, whole_trees):
+    for pid in ids:
         found = known(pid)
         if found is None:
             found = (*_template_of(snap, pid, classes, with_traits, with_tree),
@@ -140,7 +151,25 @@ def _memory_summaries(result, whole_trees, classes, with_traits, with_tree) -> s
             shown = text % tuple([n or 0 for n in usage]) if keys else text
             templates[pid] = (text, keys, usage, shown)
         out.append(shown)
-    return "{%s}" % ",".join(out)
+    return out
+
+
+def _tree_parts(result, with_mappings, whole_trees, classes, with_traits,
+                with_tree) -> dict:
+    """root id -> (its candidates' text, its providers' summaries' text),
+    for engine.tree_parts."""
+    roots = result.roots
+    requests: dict = {}
+    for cand, text in zip(result.candidates, _request_texts(result, with_mappings)):
+        requests.setdefault(roots[cand.providers[0]], []).append(text)
+    ids = summaries.provider_ids(result, whole_trees)
+    summarized: dict = {}
+    root = result.memory.snap.root
+    for pid, text in zip(ids, _memory_summary_texts(result, ids, classes,
+                                                    with_traits, with_tree)):
+        summarized.setdefault(root[pid], []).append(text)
+    return {tree: (tuple(texts), ",".join(summarized[tree]))
+            for tree, texts in requests.items()}
 
 
 def _template_of(snap, pid, classes, with_traits, with_tree) -> tuple:
@@ -188,24 +217,40 @@ class AllocationCandidates:
         with_tree = version.has(NESTED_CANDIDATES)
         settings = self.services.settings
         started = time.perf_counter()
+        classes = None if version.has(ALL_RESOURCES_IN_SUMMARIES) \
+            else wanted.resource_class_names()
         with self.services.db.read() as conn:
-            result = engine.find(conn, wanted, settings.max_allocation_candidates,
-                                 settings.randomize_allocation_candidates,
-                                 snapshot=self.services.facts_now(conn))
-            classes = None if version.has(ALL_RESOURCES_IN_SUMMARIES) \
-                else wanted.resource_class_names()
-            if result.memory is not None:
-                sums = _memory_summaries(result, wanted.nested_aware, classes,
-                                         with_traits, with_tree)
-            else:
-                sums = _summaries(summaries.summarize(
-                    conn, result, wanted.nested_aware, classes,
-                    with_traits=with_traits, with_tree=with_tree),
-                    with_traits, with_tree)
+            snapshot = self.services.facts_now(conn)
+            parts = None
+            randomize = settings.randomize_allocation_candidates
+            if (snapshot is not None and version.has(DICT_ALLOCATIONS)
+                    and not (randomize and wanted.limit)):
+                with_mappings = version.has(MAPPINGS)
+                parts = engine.tree_parts(
+                    conn, wanted, snapshot, (req.query_string, version),
+                    lambda result: _tree_parts(result, with_mappings, wanted.nested_aware,
+                                               classes, with_traits, with_tree),
+                    engine.bound_of(wanted, settings.max_allocation_candidates,
+                                    randomize))
+            if parts is None:
+                result = engine.find(conn, wanted, settings.max_allocation_candidates,
+                                     settings.randomize_allocation_candidates,
+                                     snapshot=snapshot)
+                if result.memory is not None:
+                    sums = _memory_summaries(result, wanted.nested_aware, classes,
+                                             with_traits, with_tree)
+                else:
+                    sums = _summaries(summaries.summarize(
+                        conn, result, wanted.nested_aware, classes,
+                        with_traits=with_traits, with_tree=with_tree),
+                        with_traits, with_tree)
         metrics = self.services.metrics
         if metrics is not None:
             metrics.observe_candidate_search(time.perf_counter() - started)
-        if version.has(DICT_ALLOCATIONS):
+        if parts is not None:
+            reqs = "[%s]" % ",".join([text for p in parts for text in p[0]])
+            sums = "{%s}" % ",".join([p[1] for p in parts])
+        elif version.has(DICT_ALLOCATIONS):
             reqs = _requests_dict(result, version.has(MAPPINGS))
         else:
             reqs = _requests_list(result)
