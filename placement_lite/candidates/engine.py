@@ -301,7 +301,9 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     usage_keys = snapshot.per_shape(("usage keys",), by_tree=True)
     keys_of, known = usage_keys.get, kept.get
     roots, members = snapshot.roots, snapshot.members
-    size = len(roots) if bound is None else max(MIN_SPAN, 2 * bound)
+    # Trees per `used` read: all, or a quarter more than the bound asks
+    # (each tree gives one candidate or more, or none), then doubling.
+    size = len(roots) if bound is None else max(MIN_SPAN, bound + bound // 4)
     if size >= len(roots):
         # Every tree's usage is read: in one statement, by range.
         reader.read_all_used()
@@ -313,49 +315,60 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
         at += len(trees)
         size = min(2 * size, MAX_RUN)
         reader.read_used([rp for tree in trees for rp in members[tree]])
-        entries = []  # per tree: (usage, part or None, walk steps); None if stale
-        stale = []  # (root, its usage now)
-        for root in trees:
-            key = (root,)
-            keys = keys_of(key)
-            if keys is None:
-                keys = usage_keys.settle(key, lambda k: _usage_keys(snapshot, k))
-            usage = tuple(map(used, keys))
-            entry = known(key)
-            if entry is None:
-                entry = kept.carried(key, None)
-                if entry is not None:
-                    kept[key] = entry
-            if entry is not None and entry[0] != usage:
-                entry = None
-            if entry is None:
-                stale.append((root, usage))
-            entries.append(entry)
-        if stale:
-            search.trees = [root for root, _usage in stale]
-            found = list(search.candidates())
-            if budget.cut_short:
-                return None
-            names = {rc: name for name, rc in lookups.rc_ids.items()}
-            parts = render(Result(found, search.uuids, search.roots, names,
-                                  search.alone, reader))
-            walked = steps.per_tree
-            fresh = {}
-            for root, usage in stale:
-                fresh[root] = kept[(root,)] = (usage, parts.get(root), walked.get(root, 0))
-            entries = [entry or fresh[root] for root, entry in zip(trees, entries)]
-        for entry in entries:
-            work += entry[2]
-            part = entry[1]
-            if part is None:
-                continue
-            given += len(part[0])
-            if bound is not None and given >= bound:
-                if given > bound:
-                    if not req.nested_aware:
-                        return None
-                    part = (part[0][:len(part[0]) - (given - bound)], part[1])
+        i = 0
+        while i < len(trees):
+            # The trees in order until those kept give what the bound
+            # asks; then the stale ones among them are walked at once.
+            entries = []  # per tree: (usage, part or None, walk steps); None if stale
+            stale = []  # (root, its usage now)
+            known_count = 0
+            for root in trees[i:]:
+                if bound is not None and given + known_count >= bound:
+                    break
+                i += 1
+                key = (root,)
+                keys = keys_of(key)
+                if keys is None:
+                    keys = usage_keys.settle(key, lambda k: _usage_keys(snapshot, k))
+                usage = tuple(map(used, keys))
+                entry = known(key)
+                if entry is None:
+                    entry = kept.carried(key, None)
+                    if entry is not None:
+                        kept[key] = entry
+                if entry is not None and entry[0] != usage:
+                    entry = None
+                if entry is None:
+                    stale.append((root, usage))
+                elif entry[1] is not None:
+                    known_count += len(entry[1][0])
+                entries.append((root, entry))
+            if stale:
+                search.trees = [root for root, _usage in stale]
+                found = list(search.candidates())
+                if budget.cut_short:
+                    return None
+                names = {rc: name for name, rc in lookups.rc_ids.items()}
+                parts = render(Result(found, search.uuids, search.roots, names,
+                                      search.alone, reader))
+                walked = steps.per_tree
+                fresh = {}
+                for root, usage in stale:
+                    fresh[root] = kept[(root,)] = (usage, parts.get(root),
+                                                   walked.get(root, 0))
+                entries = [(root, entry or fresh[root]) for root, entry in entries]
+            for _root, entry in entries:
+                work += entry[2]
+                part = entry[1]
+                if part is None:
+                    continue
+                given += len(part[0])
+                if bound is not None and given >= bound:
+                    if given > bound:
+                        if not req.nested_aware:
+                            return None
+                        part = (part[0][:len(part[0]) - (given - bound)], part[1])
+                    out.append(part)
+                    return out if work <= budget.request_steps else None
                 out.append(part)
-                return out if work <= budget.request_steps else None
-            out.append(part)
     return out if work <= budget.request_steps else None
