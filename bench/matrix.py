@@ -167,18 +167,18 @@ def latency(side, path, runs):
             "stmts": statistics.median(stmts) if stmts else None}
 
 
-def after_write(side, path, runs):
+def after_write(side, path, runs, write=None):
     """Latency of a candidates request made right after a write changing
     one provider's facts (its traits, alternately with and without
     STORAGE_DISK_SSD): each request finds its worker's copy behind the
     facts log, so this is what a refresh costs the request that makes it.
+    `write(client, i)`: another write to make before each request.
     Server CPU counts the candidates requests alone."""
     from bench.worlds import uid
     client = Client(side.http)
     traits = f"/resource_providers/{uid('cn-1')}/traits"
-    _get(client, path)
-    times, stmts, cpu = [], [], 0.0
-    for i in range(runs):
+
+    def facts_write(client, i):
         status, raw, _headers = _raw(client, "GET", traits)
         generation = json.loads(raw)["resource_provider_generation"]
         status, raw, _headers = _raw(client, "PUT", traits, {
@@ -186,6 +186,12 @@ def after_write(side, path, runs):
             "traits": ["HW_CPU_X86_AVX2"] + (["STORAGE_DISK_SSD"] if i % 2 == 0 else [])})
         if status != 200:
             raise RuntimeError(f"PUT {traits} answered {status}: {raw[:300]!r}")
+
+    write = write or facts_write
+    _get(client, path)
+    times, stmts, cpu = [], [], 0.0
+    for i in range(runs):
+        write(client, i)
         cpu0 = side.cpu()
         elapsed, n = _get(client, path)
         cpu += side.cpu() - cpu0
@@ -194,6 +200,18 @@ def after_write(side, path, runs):
             stmts.append(int(n))
     return {"ms": times, "cpu_ms": 1000 * cpu / runs,
             "stmts": statistics.median(stmts) if stmts else None}
+
+
+def claim_write(client, i):
+    """A new instance's claim (VCPU 1) on one flat provider, each time
+    another: it changes that provider's usage, and no fact."""
+    from bench.worlds import uid
+    status, raw, _headers = _raw(client, "PUT", f"/allocations/{uuidlib.uuid4()}", {
+        "allocations": {uid(f"cn-{i % 1000}"): {"resources": {"VCPU": 1}}},
+        "project_id": uid("bench-claims"), "user_id": uid("bench-user"),
+        "consumer_generation": None, "consumer_type": "INSTANCE"})
+    if status != 204:
+        raise RuntimeError(f"claim answered {status}: {raw[:300]!r}")
 
 
 def _tput_client(url, path, stop_at):
@@ -318,6 +336,7 @@ def workloads(args):
     wl = [
         ("flat 1k, full", "lat", ac(FLAT_Q), r),
         ("flat 1k, limit=5", "lat", ac(FLAT_Q, 5), r),
+        ("flat 1k, full, after a claim", "claim+lat", ac(FLAT_Q), r),
         ("flat 1k full, c=10", "tput", ac(FLAT_Q), s),
         ("flat 1k limit=10, c=10", "tput", ac(FLAT_Q, 10), s),
         ("nested 1k, full", "lat", ac(NESTED_Q), max(3, r // 2)),
@@ -369,6 +388,8 @@ def run_one(side, kind, path, n, args):
         return latency(side, path, n)
     if kind == "write+lat":
         return after_write(side, path, n)
+    if kind == "claim+lat":
+        return after_write(side, path, n, claim_write)
     if kind == "tput":
         return throughput(side, path, args.clients, n)
     from bench.worlds import uid
@@ -461,7 +482,7 @@ def matrix(args):
                     print(f"# {label}: loaded {sides[-1].load_seconds}", file=sys.stderr)
                 for name, kind, path, n in items:
                     per = {s.label: [] for s in sides}
-                    rounds = (args.rounds if kind in ("lat", "tput", "write+lat")
+                    rounds = (args.rounds if kind in ("lat", "tput", "write+lat", "claim+lat")
                               else args.rounds_writes)
                     for rnd in range(rounds):
                         order = sides if rnd % 2 == 0 else sides[::-1]
