@@ -195,3 +195,23 @@ def test_candidates_from_the_copy_of_the_facts(client, db):
     # provider's row, inventory, traits and aggregates, and the class
     # names (it holds inventory).
     assert _count(client, "GET", path) == 2 + 1 + 4 + 1 + _transactions(db, 1)
+
+
+def test_a_repeated_bounded_answer_reads_usage_in_one_statement(client, db):
+    """A bounded answer over the copy reads `used` for a slice of trees at
+    a time until the bound is met; the same request again reads as many
+    trees as the last one went through, in one statement."""
+    for i in range(40):
+        rp = str(uuid.uuid4())
+        client.simulate_post("/resource_providers", json={"name": f"disk{i}", "uuid": rp})
+        client.simulate_put(f"/resource_providers/{rp}/inventories", json={
+            "resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 100}}})
+    for i in range(10):
+        _provider(client, f"cn{i}")
+    path = "/allocation_candidates?resources=VCPU:1&limit=5"
+    _count(client, "GET", "/allocation_candidates?resources=DISK_GB:1")  # the copy
+    # The first slice of trees (32) holds no candidate: a second is read.
+    assert _count(client, "GET", path) == 3 + _transactions(db, 1)
+    assert _count(client, "GET", path) == 2 + _transactions(db, 1)
+    resp = client.simulate_get(path)
+    assert len(resp.json["allocation_requests"]) == 5

@@ -301,9 +301,15 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     usage_keys = snapshot.per_shape(("usage keys",), by_tree=True)
     keys_of, known = usage_keys.get, kept.get
     roots, members = snapshot.roots, snapshot.members
-    # Trees per `used` read: all, or a quarter more than the bound asks
-    # (each tree gives one candidate or more, or none), then doubling.
-    size = len(roots) if bound is None else max(MIN_SPAN, bound + bound // 4)
+    # Trees per `used` read: all; or as many as the last answer of this
+    # shape went through, and an eighth more (or, first, a quarter more
+    # than the bound: each tree gives one candidate or more, or none),
+    # then doubling: a repeated request reads its usage in one statement.
+    if bound is None:
+        size = len(roots)
+    else:
+        last = kept.note
+        size = max(MIN_SPAN, bound + bound // 4 if last is None else last + last // 8)
     if size >= len(roots):
         # Every tree's usage is read: in one statement, by range.
         reader.read_all_used()
@@ -369,6 +375,8 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
                             return None
                         part = (part[0][:len(part[0]) - (given - bound)], part[1])
                     out.append(part)
+                    kept.note = at - len(trees) + i
                     return out if work <= budget.request_steps else None
                 out.append(part)
+    kept.note = len(roots)
     return out if work <= budget.request_steps else None

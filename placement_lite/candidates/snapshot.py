@@ -97,7 +97,7 @@ class Kept(dict):
     one is let go, so a chain of refreshes holds at most two of them.
     """
 
-    __slots__ = ("before", "gone", "by_tree")
+    __slots__ = ("before", "gone", "by_tree", "note")
 
     def __init__(self, by_tree: bool = False, before: Optional["Kept"] = None,
                  gone: frozenset = frozenset()):
@@ -105,6 +105,8 @@ class Kept(dict):
         self.by_tree = by_tree
         self.before = before
         self.gone = gone  # providers (and so trees) whose verdicts changed
+        # What its user keeps of the shape as a whole (not carried over).
+        self.note = None
 
     def carried(self, key, missing):
         """What the copy before had for `key`, if still true; else `missing`."""
