@@ -526,6 +526,31 @@ def test_only_the_trees_whose_usage_changed_are_walked_again(apps, by_tree):
     assert by_tree["answers"] == 7
 
 
+def test_a_bounded_answer_kept_by_tree_walks_no_further_than_its_bound(
+        apps, by_tree, monkeypatch):
+    """A tree may hold far more candidates than the bound gives (every
+    split of ten groups over two providers: 1,024); the walk stops at the
+    bound, and that tree's part, cut short, is not kept."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    root = world.provider("cn", inventory={})
+    for name in ("a", "b"):
+        world.provider(name, parent=root, inventory={"DISK_GB": world.inv(100000)})
+    made = []
+    real = engine.Search._candidate
+    monkeypatch.setattr(engine.Search, "_candidate",
+                        lambda self, chosen: made.append(1) or real(self, chosen))
+    groups = "&".join(f"resources{i}=DISK_GB:{i}" for i in range(1, 11))
+    path = f"/allocation_candidates?{groups}&group_policy=none&limit=5"
+    for _ in range(2):
+        made.clear()
+        body = _answer(memory, path, "1.39")[1]
+        assert len(body["allocation_requests"]) == 5 and len(made) == 5
+    # Walked again: a part cut short is not kept.
+    assert len(by_tree["walked"]) == 2 and by_tree["answers"] == 2
+    assert body == _answer(sql, path, "1.39")[1]
+
+
 def test_what_a_shape_kept_carries_over_only_where_no_tree_changed(db, apps):
     """A refresh carries a shape's per-provider verdicts and per-tree walks
     over to the new copy (snapshot.Kept), except for every provider of a

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import random
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
@@ -308,8 +309,9 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     if bound is None:
         size = len(roots)
     else:
-        last = kept.note
-        size = max(MIN_SPAN, bound + bound // 4 if last is None else last + last // 8)
+        scanned = kept.note
+        size = max(MIN_SPAN, bound + bound // 4 if scanned is None
+                   else scanned + scanned // 8)
     if size >= len(roots):
         # Every tree's usage is read: in one statement, by range.
         reader.read_all_used()
@@ -351,19 +353,32 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
                 entries.append((root, entry))
             if stale:
                 search.trees = [root for root, _usage in stale]
-                found = list(search.candidates())
+                # Lazily, as a search does: a tree may hold more
+                # candidates than any answer gives.
+                needed = None if bound is None else bound - given
+                found = list(islice(search.candidates(), needed))
                 if budget.cut_short:
                     return None
                 names = {rc: name for name, rc in lookups.rc_ids.items()}
                 parts = render(Result(found, search.uuids, search.roots, names,
                                       search.alone, reader))
                 walked = steps.per_tree
+                # Stopped at the bound: the last tree walked may have more
+                # (its part is given, not kept), and those after it were
+                # not walked (the bound is met before them).
+                last = (search.roots[found[-1].providers[0]]
+                        if needed is not None and found and len(found) >= needed else None)
                 fresh = {}
                 for root, usage in stale:
-                    fresh[root] = kept[(root,)] = (usage, parts.get(root),
-                                                   walked.get(root, 0))
-                entries = [(root, entry or fresh[root]) for root, entry in entries]
+                    if last is not None and root > last:
+                        break
+                    fresh[root] = entry = (usage, parts.get(root), walked.get(root, 0))
+                    if root != last:
+                        kept[(root,)] = entry
+                entries = [(root, entry or fresh.get(root)) for root, entry in entries]
             for _root, entry in entries:
+                if entry is None:  # not walked: past a bound met
+                    return None
                 work += entry[2]
                 part = entry[1]
                 if part is None:
