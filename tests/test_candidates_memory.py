@@ -545,10 +545,45 @@ def test_a_bounded_answer_kept_by_tree_walks_no_further_than_its_bound(
     for _ in range(2):
         made.clear()
         body = _answer(memory, path, "1.39")[1]
-        assert len(body["allocation_requests"]) == 5 and len(made) == 5
+        # The bound's and one more, which tells where the walk stopped.
+        assert len(body["allocation_requests"]) == 5 and len(made) == 6
     # Walked again: a part cut short is not kept.
     assert len(by_tree["walked"]) == 2 and by_tree["answers"] == 2
     assert body == _answer(sql, path, "1.39")[1]
+
+
+def test_a_claim_does_not_widen_a_bounded_answers_scan(db, apps):
+    """A bounded answer goes through the trees in order until the bound
+    is met; a tree whose usage changed counts, until walked again, what
+    it gave last, so one claim does not make the next request go through
+    (and read the usage of) every tree after the bound."""
+    memory, _sql = apps
+    world = Builder(memory, random.Random(SEED))
+    flat = [world.provider(f"cn{n}", inventory={"VCPU": world.inv(4)}) for n in range(6)]
+    for n in range(5):
+        world.provider(f"disk{n}", inventory={"DISK_GB": world.inv(100)})
+    query = parse_candidate_request({"resources": ["VCPU:1"], "limit": ["3"]},
+                                    query_dialect(Version.parse("1.39")))
+    cache = FactsCache()
+
+    def render(result):
+        parts: dict = {}
+        for cand in result.candidates:
+            parts.setdefault(result.roots[cand.providers[0]], []).append(cand)
+        return {root: (tuple(cands), "") for root, cands in parts.items()}
+
+    def scanned():
+        with db.read() as conn:
+            snap = cache.current(conn)
+            parts = engine.tree_parts(conn, query, snap, ("test",), render, 3)
+        assert sum(len(p[0]) for p in parts) == 3
+        (kept,) = [v for k, v in snap.shapes.items() if k[0] == "answer by tree"]
+        return kept.note
+
+    assert scanned() == 11  # nothing kept yet: every tree is walked
+    assert scanned() == 3
+    assert _claim_on(memory, flat[1])[0] == 204
+    assert scanned() == 3
 
 
 def test_what_a_shape_kept_carries_over_only_where_no_tree_changed(db, apps):

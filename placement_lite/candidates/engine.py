@@ -325,8 +325,9 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
         reader.read_used([rp for tree in trees for rp in members[tree]])
         i = 0
         while i < len(trees):
-            # The trees in order until those kept give what the bound
-            # asks; then the stale ones among them are walked at once.
+            # The trees in order until those kept (or, stale, last kept)
+            # give what the bound asks; then the stale ones among them
+            # are walked at once.
             entries = []  # per tree: (usage, part or None, walk steps); None if stale
             stale = []  # (root, its usage now)
             known_count = 0
@@ -344,36 +345,41 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
                     entry = kept.carried(key, None)
                     if entry is not None:
                         kept[key] = entry
+                if entry is not None and entry[1] is not None:
+                    # Stale, its last count is the best guess: a claim
+                    # seldom changes it (if it did, the scan goes on).
+                    known_count += len(entry[1][0])
                 if entry is not None and entry[0] != usage:
                     entry = None
                 if entry is None:
                     stale.append((root, usage))
-                elif entry[1] is not None:
-                    known_count += len(entry[1][0])
                 entries.append((root, entry))
             if stale:
                 search.trees = [root for root, _usage in stale]
                 # Lazily, as a search does: a tree may hold more
                 # candidates than any answer gives.
                 needed = None if bound is None else bound - given
-                found = list(islice(search.candidates(), needed))
+                found = list(islice(search.candidates(),
+                                    None if needed is None else needed + 1))
                 if budget.cut_short:
                     return None
+                # One more than needed, to know where the walk stopped: in
+                # the tree of that one, which may have more (its part is
+                # given, not kept); those after it were not walked (the
+                # bound is met before them).
+                stop = None
+                if needed is not None and len(found) > needed:
+                    stop = search.roots[found.pop().providers[0]]
                 names = {rc: name for name, rc in lookups.rc_ids.items()}
                 parts = render(Result(found, search.uuids, search.roots, names,
                                       search.alone, reader))
                 walked = steps.per_tree
-                # Stopped at the bound: the last tree walked may have more
-                # (its part is given, not kept), and those after it were
-                # not walked (the bound is met before them).
-                last = (search.roots[found[-1].providers[0]]
-                        if needed is not None and found and len(found) >= needed else None)
                 fresh = {}
                 for root, usage in stale:
-                    if last is not None and root > last:
+                    if stop is not None and root > stop:
                         break
                     fresh[root] = entry = (usage, parts.get(root), walked.get(root, 0))
-                    if root != last:
+                    if root != stop:
                         kept[(root,)] = entry
                 entries = [(root, entry or fresh.get(root)) for root, entry in entries]
             for _root, entry in entries:
