@@ -133,6 +133,12 @@ class Search:
             if self.budget.cut_short:
                 return
 
+    def result(self, found: list) -> "Result":
+        """`found`, candidates of this search, with what renders them."""
+        names = {rc: name for name, rc in self.plan.lookups.rc_ids.items()}
+        memory = self.reader if isinstance(self.reader, MemoryReader) else None
+        return Result(found, self.uuids, self.roots, names, self.alone, memory)
+
     def _candidate(self, chosen) -> Candidate:
         if chosen and chosen.count(chosen[0]) == len(chosen):
             # One provider serves every slot (a flat cloud's every answer).
@@ -233,9 +239,7 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
             break
     if randomize and req.limit and len(found) > req.limit:
         found = random.sample(found, req.limit)
-    names = {rc: name for name, rc in lookups.rc_ids.items()}
-    memory = search.reader if snapshot is not None else None
-    return Result(found, search.uuids, search.roots, names, search.alone, memory)
+    return search.result(found)
 
 
 # A full answer kept tree by tree for at most this many trees (beyond,
@@ -255,13 +259,6 @@ class _Steps(Observer):
     def tree_combined(self, anchor: int, found: int, older_rule: int) -> None:
         self.per_tree[anchor] = self.budget.work - self.done
         self.done = self.budget.work
-
-
-def _usage_keys(snap: Snapshot, key: tuple) -> tuple:
-    """The (provider, class) of every inventory row of the tree rooted at
-    key[0], in a fixed order."""
-    inventory = snap.inventory
-    return tuple((rp, rc) for rp in snap.members[key[0]] for rc in sorted(inventory[rp]))
 
 
 def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
@@ -293,111 +290,166 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     lookups = resolve(conn, req, snapshot)
     if lookups is None:
         return []
-    budget = combiner.Budget()
-    steps = _Steps(budget)
-    search = Search(conn, req, lookups, None, steps, budget, snapshot)
-    reader = search.reader
-    kept = snapshot.per_shape(("answer by tree", shape, search.plan.shape),
-                              by_tree=True)
-    usage_keys = snapshot.per_shape(("usage keys",), by_tree=True)
-    keys_of, known = usage_keys.get, kept.get
-    roots, members = snapshot.roots, snapshot.members
-    # Trees per `used` read: all; or as many as the last answer of this
-    # shape went through, and an eighth more (or, first, a quarter more
-    # than the bound: each tree gives one candidate or more, or none),
-    # then doubling: a repeated request reads its usage in one statement.
-    if bound is None:
-        size = len(roots)
-    else:
-        scanned = kept.note
-        size = max(MIN_SPAN, bound + bound // 4 if scanned is None
-                   else scanned + scanned // 8)
-    if size >= len(roots):
-        # Every tree's usage is read: in one statement, by range.
-        reader.read_all_used()
-    used = reader.used.get
-    out: list = []
-    given = work = at = 0
-    while at < len(roots):
-        trees = roots[at:at + size]
-        at += len(trees)
-        size = min(2 * size, MAX_RUN)
-        reader.read_used([rp for tree in trees for rp in members[tree]])
-        i = 0
-        while i < len(trees):
-            # The trees in order until those kept (or, stale, last kept)
-            # give what the bound asks; then the stale ones among them
-            # are walked at once.
-            entries = []  # per tree: (usage, part or None, walk steps); None if stale
-            stale = []  # (root, its usage now)
-            known_count = 0
-            for root in trees[i:]:
-                if bound is not None and given + known_count >= bound:
-                    break
-                i += 1
-                key = (root,)
-                keys = keys_of(key)
-                if keys is None:
-                    keys = usage_keys.settle(key, lambda k: _usage_keys(snapshot, k))
-                usage = tuple(map(used, keys))
-                entry = known(key)
-                if entry is None:
-                    entry = kept.carried(key, None)
-                    if entry is not None:
-                        kept[key] = entry
-                if entry is not None and entry[1] is not None:
-                    # Stale, its last count is the best guess: a claim
-                    # seldom changes it (if it did, the scan goes on).
-                    known_count += len(entry[1][0])
-                if entry is not None and entry[0] != usage:
-                    entry = None
-                if entry is None:
-                    stale.append((root, usage))
-                entries.append((root, entry))
-            if stale:
-                search.trees = [root for root, _usage in stale]
-                # Lazily, as a search does: a tree may hold more
-                # candidates than any answer gives.
-                needed = None if bound is None else bound - given
-                found = list(islice(search.candidates(),
-                                    None if needed is None else needed + 1))
-                if budget.cut_short:
-                    return None
-                # One more than needed, to know where the walk stopped: in
-                # the tree of that one, which may have more (its part is
-                # given, not kept); those after it were not walked (the
-                # bound is met before them).
-                stop = None
-                if needed is not None and len(found) > needed:
-                    stop = search.roots[found.pop().providers[0]]
-                names = {rc: name for name, rc in lookups.rc_ids.items()}
-                parts = render(Result(found, search.uuids, search.roots, names,
-                                      search.alone, reader))
-                walked = steps.per_tree
-                fresh = {}
-                for root, usage in stale:
-                    if stop is not None and root > stop:
-                        break
-                    fresh[root] = entry = (usage, parts.get(root), walked.get(root, 0))
-                    if root != stop:
-                        kept[(root,)] = entry
-                entries = [(root, entry or fresh.get(root)) for root, entry in entries]
-            for _root, entry in entries:
-                if entry is None:  # not walked: past a bound met
-                    return None
-                work += entry[2]
-                part = entry[1]
-                if part is None:
-                    continue
-                given += len(part[0])
-                if bound is not None and given >= bound:
-                    if given > bound:
-                        if not req.nested_aware:
-                            return None
-                        part = (part[0][:len(part[0]) - (given - bound)], part[1])
-                    out.append(part)
-                    kept.note = at - len(trees) + i
-                    return out if work <= budget.request_steps else None
+    try:
+        return _TreeAnswer(conn, req, lookups, snapshot, shape, render, bound).parts()
+    except _NoParts:
+        return None
+
+
+class _NoParts(Exception):
+    """This answer cannot be made of kept parts (tree_parts returns None)."""
+
+
+class _TreeAnswer:
+    """One request's answer made of the parts kept by tree (tree_parts)."""
+
+    def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups,
+                 snapshot: Snapshot, shape: tuple, render, bound: Optional[int]):
+        self.req, self.snap, self.render, self.bound = req, snapshot, render, bound
+        self.budget = combiner.Budget()
+        self.steps = _Steps(self.budget)
+        self.search = Search(conn, req, lookups, None, self.steps, self.budget, snapshot)
+        self.reader = self.search.reader
+        self.kept = snapshot.per_shape(("answer by tree", shape, self.search.plan.shape),
+                                       by_tree=True)
+        self.usage_keys = snapshot.per_shape(("usage keys",), by_tree=True)
+        self.given = 0  # candidates in the answer so far
+        self.work = 0  # combination steps the answer's trees took
+
+    def parts(self) -> list:
+        roots, members = self.snap.roots, self.snap.members
+        # Trees per `used` read: all; or as many as the last answer of this
+        # shape went through, and an eighth more (or, first, a quarter more
+        # than the bound: each tree gives one candidate or more, or none),
+        # then doubling: a repeated request reads its usage in one statement.
+        scanned = self.kept.note
+        if self.bound is None:
+            size = len(roots)
+        elif scanned is None:
+            size = max(MIN_SPAN, self.bound + self.bound // 4)
+        else:
+            size = max(MIN_SPAN, scanned + scanned // 8)
+        if size >= len(roots):
+            # Every tree's usage is read: in one statement, by range.
+            self.reader.read_all_used()
+        out: list = []
+        at = 0
+        while at < len(roots):
+            trees = roots[at:at + size]
+            size = min(2 * size, MAX_RUN)
+            if not self.reader.all_read:
+                self.reader.read_used([rp for tree in trees for rp in members[tree]])
+            i = 0
+            while i < len(trees):
+                entries, i = self._scan(trees, i)
+                if self._give(entries, out):
+                    self.kept.note = at + i
+                    return self._within_budget(out)
+            at += len(trees)
+        self.kept.note = len(roots)
+        return self._within_budget(out)
+
+    def _within_budget(self, out: list) -> list:
+        """`out`, unless its trees' walks took more than a request's
+        budget: a search would have stopped short, and does so again."""
+        if self.work > self.budget.request_steps:
+            raise _NoParts
+        return out
+
+    def _scan(self, trees: list, i: int) -> tuple:
+        """From trees[i] on, in order, until the trees kept (or, stale,
+        what they gave last) give what the bound asks: each tree's entry
+        (usage, part or None, walk steps), the stale ones walked again;
+        and where the scan stopped. An entry is None for a tree past a
+        bound met within the walk, which was not walked."""
+        used, bound = self.reader.used.get, self.bound
+        keys_of, known, kept = self.usage_keys.get, self.kept.get, self.kept
+        entries = []  # (root, kept entry, or None if stale)
+        stale = []  # (root, its usage now)
+        guess = 0
+        for root in trees[i:]:
+            if bound is not None and self.given + guess >= bound:
+                break
+            i += 1
+            key = (root,)
+            keys = keys_of(key)
+            if keys is None:
+                keys = self.usage_keys.settle(key, self._usage_keys)
+            usage = tuple(map(used, keys))
+            entry = known(key)
+            if entry is None:
+                entry = kept.carried(key, None)
+                if entry is not None:
+                    kept[key] = entry
+            if entry is not None and entry[1] is not None:
+                # Stale, its last count is the best guess: a claim
+                # seldom changes it (if it did, the scan goes on).
+                guess += len(entry[1][0])
+            if entry is not None and entry[0] != usage:
+                entry = None
+            if entry is None:
+                stale.append((root, usage))
+            entries.append((root, entry))
+        if not stale:
+            return [entry for _root, entry in entries], i
+        fresh = self._walk(stale)
+        return [entry or fresh.get(root) for root, entry in entries], i
+
+    def _usage_keys(self, key: tuple) -> tuple:
+        """The (provider, class) of every inventory row of the tree
+        rooted at key[0], in a fixed order."""
+        inventory = self.snap.inventory
+        return tuple((rp, rc) for rp in self.snap.members[key[0]]
+                     for rc in sorted(inventory[rp]))
+
+    def _walk(self, stale: list) -> dict:
+        """Walk the stale trees again, lazily, as a search does (a tree
+        may hold more candidates than any answer gives): root -> entry,
+        kept but for a tree the bound cut short."""
+        search = self.search
+        search.trees = [root for root, _usage in stale]
+        needed = None if self.bound is None else self.bound - self.given
+        found = list(islice(search.candidates(), None if needed is None else needed + 1))
+        if self.budget.cut_short:  # a search stops alike
+            raise _NoParts
+        # One more than needed, to know where the walk stopped: in the
+        # tree of that one, which may have more (its part is given, not
+        # kept); those after it were not walked (the bound is met before
+        # them).
+        stop = None
+        if needed is not None and len(found) > needed:
+            stop = search.roots[found.pop().providers[0]]
+        parts = self.render(search.result(found))
+        walked = self.steps.per_tree
+        fresh = {}
+        for root, usage in stale:
+            if stop is not None and root > stop:
+                break
+            fresh[root] = entry = (usage, parts.get(root), walked.get(root, 0))
+            if root != stop:
+                self.kept[(root,)] = entry
+        return fresh
+
+    def _give(self, entries: list, out: list) -> bool:
+        """Add the entries' parts to `out` until the bound is met (True).
+        Before microversion 1.29 a bound within a tree's candidates cannot
+        be met with parts: the summaries would be of the candidates
+        given, not of the tree."""
+        for entry in entries:
+            if entry is None:  # not walked: past a bound met
+                raise _NoParts
+            self.work += entry[2]
+            part = entry[1]
+            if part is None:
+                continue
+            self.given += len(part[0])
+            if self.bound is not None and self.given >= self.bound:
+                over = self.given - self.bound
+                if over:
+                    if not self.req.nested_aware:
+                        raise _NoParts
+                    part = (part[0][:len(part[0]) - over], part[1])
                 out.append(part)
-    kept.note = len(roots)
-    return out if work <= budget.request_steps else None
+                return True
+            out.append(part)
+        return False

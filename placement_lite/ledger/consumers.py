@@ -86,12 +86,16 @@ def ensure_owner(conn: Connection, project: str, user: str,
     """Row ids of the project, user and type (None: no type), each created
     on first use: one round trip for the three when they exist, as they
     do for all but a project's first claims."""
-    names = (project, user) if consumer_type is None else (
-        project, user, consumer_type)
+    names = _owner_names(project, user, consumer_type)
     found = conn.execute(_OWNER_IDS[len(names)], dict(zip(_OWNER_PARAMS, names))).one()
     ids = [row_id if row_id is not None else _create_named(conn, table, column, name)
            for row_id, (table, column), name in zip(found, _OWNER_NAMES, names)]
     return ids[0], ids[1], ids[2] if len(ids) > 2 else None
+
+
+def _owner_names(project: str, user: str, consumer_type: Optional[str]) -> tuple:
+    """The names the owner lookup takes: without a type, two."""
+    return (project, user) if consumer_type is None else (project, user, consumer_type)
 
 
 # The owner lookup's parameters, and the consumer columns it fills.
@@ -194,10 +198,9 @@ def create(conn: Connection, uuid: str, project: str, user: str,
         if conn.dialect.insert_returning:
             # Its owner's rows nearly always exist (all but a project's
             # first claims): one round trip finds them and inserts.
-            found = conn.execute(
-                _INSERT_WITH_OWNER[2 if consumer_type is None else 3],
-                dict(zip(_OWNER_PARAMS, (project, user, consumer_type)),
-                     uuid=uuid)).first()
+            names = _owner_names(project, user, consumer_type)
+            found = conn.execute(_INSERT_WITH_OWNER[len(names)], dict(
+                zip(_OWNER_PARAMS, names), uuid=uuid)).first()
         if found is not None:
             new_id, owner = found[0], tuple(found[1:])
         else:

@@ -234,8 +234,7 @@ class AllocationCandidates:
                                     randomize))
             if parts is None:
                 result = engine.find(conn, wanted, settings.max_allocation_candidates,
-                                     settings.randomize_allocation_candidates,
-                                     snapshot=snapshot)
+                                     randomize, snapshot=snapshot)
                 if result.memory is not None:
                     sums = _memory_summaries(result, wanted.nested_aware, classes,
                                              with_traits, with_tree)
