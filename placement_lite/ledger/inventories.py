@@ -125,8 +125,8 @@ def get_inventories(conn: Connection, provider: ProviderRef) -> dict[str, Invent
 Held = dict[str, tuple[int, int]]
 
 _WITH_HELD = providers.select_with(
-    _inv.join(_rc, _rc.c.id == _inv.c.resource_class_id),
-    _inv.c.resource_provider_id == t.resource_providers.c.id,
+    [(_inv, _inv.c.resource_provider_id == t.resource_providers.c.id),
+     (_rc, _rc.c.id == _inv.c.resource_class_id)],
     _inv.c.id.label("held_id"), _inv.c.resource_class_id.label("held_rc_id"),
     _rc.c.name.label("held_rc_name"))
 _HELD = (select(_inv.c.id, _inv.c.resource_class_id, _rc.c.name)

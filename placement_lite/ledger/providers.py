@@ -122,14 +122,21 @@ def get_ref(conn: Connection, uuid: str) -> ProviderRef:
     return _ref(row)
 
 
-def select_with(joined, onclause, *columns):
+def select_with(joins, *columns):
     """A statement reading one provider (by :p_uuid, as a ProviderRef)
-    with its rows in `joined` (outer-joined on `onclause`): a write that
-    needs the provider and, say, its inventory reads both in one round
-    trip. Build it once per module and run it with `get_with`."""
-    return (select(*_REF_COLUMNS, *columns).select_from(_rp)
-            .outerjoin(joined, onclause)
-            .where(_rp.c.uuid == bindparam("p_uuid")))
+    with its rows in other tables, each (table, onclause) of `joins`
+    outer-joined in turn: a write that needs the provider and, say, its
+    inventory reads both in one round trip. Build it once per module and
+    run it with `get_with`.
+
+    One flat chain of outer joins, never an outer join to a parenthesised
+    inner join: SQLite (which plans without statistics) builds the whole
+    inner join before joining it, reading every row of the cloud's table
+    to find one provider's."""
+    stmt = select(*_REF_COLUMNS, *columns).select_from(_rp)
+    for table, onclause in joins:
+        stmt = stmt.outerjoin(table, onclause)
+    return stmt.where(_rp.c.uuid == bindparam("p_uuid"))
 
 
 def get_with(conn: Connection, statement, uuid: str) -> tuple[ProviderRef, list]:

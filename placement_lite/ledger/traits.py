@@ -117,7 +117,7 @@ def provider_traits(conn: Connection, provider: ProviderRef) -> list[Trait]:
 _ROWS = lookup.permanent_rows(_tr)
 
 _WITH_LINKS = providers.select_with(
-    _rpt, _rpt.c.resource_provider_id == t.resource_providers.c.id,
+    [(_rpt, _rpt.c.resource_provider_id == t.resource_providers.c.id)],
     _rpt.c.trait_id.label("linked_trait_id"))
 
 
