@@ -23,6 +23,7 @@ import uuid as uuidlib
 from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlencode
 
+from bench import runner
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -459,6 +460,7 @@ def matrix(args):
     wl = workloads(args)
     rows = {}
     started = time.time()
+    machine = [runner.machine_ms()]
     port = args.port
     try:
         groups = [(None, [w for w in wl if not w[0].startswith("flat 10")
@@ -503,7 +505,8 @@ def matrix(args):
                     side.stop()
     finally:
         remove_worktrees(worktrees)
-    return {"db": args.db, "workers": args.workers, "threads": args.threads,
+    machine.append(runner.machine_ms())
+    return {"machine_ms": machine, "db": args.db, "workers": args.workers, "threads": args.threads,
             "compare": args.compare, "new": args.new or "working tree", "minutes": round((time.time() - started) / 60, 1),
             "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows}
 
@@ -526,7 +529,10 @@ def table(result) -> str:
     if len(labels) == 2:
         head.append("ratio")
     lines = [f"{result['db']}, {result['workers']} workers x {result['threads']} "
-             f"threads, load average {result['load_average']}",
+             f"threads, load average {result['load_average']}"
+             + (", reference work {} -> {} ms of CPU (bench/runner.py, "
+                "machine_ms)".format(*result["machine_ms"])
+                if result.get("machine_ms") else ""),
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, per in rows.items():
         cells = [name]

@@ -189,3 +189,31 @@ def cpu_seconds(pids) -> float:
         except (OSError, IndexError, ValueError):
             continue
     return total / tick
+
+
+# A fixed piece of pure-Python work: encoding and decoding a document
+# shaped like a candidates answer, and sorting its keys.
+_REFERENCE_DOC = {f"rp-{i:04d}": {"resources": {"VCPU": i % 32, "MEMORY_MB": 256 * i,
+                                                 "DISK_GB": 10 + i % 7},
+                                   "traits": ["HW_CPU_X86_AVX2", f"CUSTOM_{i % 13}"]}
+                  for i in range(400)}
+
+
+def machine_ms(tries: int = 7) -> float:
+    """CPU milliseconds this process takes for the same fixed work, the
+    median of `tries`: how fast one core of the machine is right now.
+
+    Figures measured on different days are comparable only in proportion
+    to it (this machine's speed has moved 2x between days); a run
+    reports it at its start and its end, beside the load average.
+    """
+    import json
+    times = []
+    for _ in range(tries):
+        began = time.process_time()
+        for _ in range(20):
+            doc = json.loads(json.dumps(_REFERENCE_DOC))
+            sorted(doc, key=lambda k: doc[k]["resources"]["MEMORY_MB"])
+        times.append(1000 * (time.process_time() - began))
+    return round(statistics.median(times), 1)
+
