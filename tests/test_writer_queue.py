@@ -112,14 +112,17 @@ def test_writers_of_one_process_take_turns(db):
 
 
 def test_a_turn_taken_again_on_the_same_thread_does_not_wait_for_itself(db):
+    # Through a second Database on the same file, too: one queue per file.
+    again = Database(db.url)
     finished = []
 
     def nested():
-        with db._queue.turn(), db._queue.turn():
+        with db._queue.turn(), again._queue.turn():
             finished.append(True)
     thread = threading.Thread(target=nested)
     thread.start()
     thread.join(10)
+    again.dispose()
     assert finished
 
 

@@ -224,12 +224,16 @@ def _sqlite_setup(engine: Engine) -> None:
             conn.exec_driver_sql("BEGIN")
 
 
-# Every queue of this process, made new in a forked child (WriterQueue).
-_QUEUES: "weakref.WeakSet[WriterQueue]" = weakref.WeakSet()
+# The queue of each SQLite file this process writes, by path: one per
+# file, however many Database objects open it (WriterQueue.of).
+_QUEUES: "weakref.WeakValueDictionary[str, WriterQueue]" = weakref.WeakValueDictionary()
+_QUEUES_LOCK = threading.Lock()
 
 
 def _after_fork() -> None:
-    for queue in list(_QUEUES):
+    global _QUEUES_LOCK
+    _QUEUES_LOCK = threading.Lock()
+    for queue in list(_QUEUES.values()):
         queue._forked()
 
 
@@ -251,13 +255,23 @@ class WriterQueue:
     A writer not queued here (another tool, the migrations) still meets
     SQLite's own lock and busy timeout, as before. Reentrant per thread:
     a write opened inside another on the same thread waits on SQLite's
-    lock as it always did, not on this queue.
+    lock as it always did, not on this queue; one queue per file in a
+    process (`of`), so that holds whichever Database opened the file.
     """
 
     def __init__(self, path: str):
         self.path = path + ".writers"
         self._forked()
-        _QUEUES.add(self)
+
+    @classmethod
+    def of(cls, path: str) -> "WriterQueue":
+        """This process's queue for the SQLite file at `path`."""
+        path = os.path.realpath(path)
+        with _QUEUES_LOCK:
+            queue = _QUEUES.get(path)
+            if queue is None:
+                queue = _QUEUES[path] = cls(path)
+            return queue
 
     def _forked(self) -> None:
         """Start afresh (in a new process): a forked worker must not share
@@ -271,7 +285,10 @@ class WriterQueue:
         self._local = threading.local()
 
     def close(self) -> None:
-        """Let go of the lock file (opened again by the next turn)."""
+        """Let go of the lock file (opened again by the next turn); waits
+        for a turn in progress on another thread to end."""
+        if getattr(self._local, "held", False):
+            return  # this thread's own turn: its end lets go of the lock
         with self._lock:
             if self._fd is not None:
                 os.close(self._fd)
@@ -311,7 +328,7 @@ class Database:
             self.statements.install(self.engine)
         self._writer = self.engine.execution_options(placement_write=True)
         path = make_url(url).database if self.backend == "sqlite" else None
-        self._queue = (WriterQueue(os.path.abspath(path))
+        self._queue = (WriterQueue.of(path)
                        if path and path != ":memory:" else None)
         # PostgreSQL reads run in autocommit: under READ COMMITTED every
         # statement of a transaction takes a snapshot of its own anyway,
