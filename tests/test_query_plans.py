@@ -27,28 +27,37 @@ from placement_lite.config import Settings
 from tests.backends import fresh_database
 
 # Tables whose rows grow with providers, consumers and projects. The
-# catalogues (classes, traits, consumer types), the facts log's heads and
-# the quota settings stay small whatever the cloud's size.
+# catalogues (classes, traits, consumer types, services, registered
+# limits), the facts log's heads and the quota settings stay small
+# whatever the cloud's size.
 GROWING = {"resource_providers", "inventories", "allocations", "consumers",
            "resource_provider_traits", "resource_provider_aggregates",
            "placement_aggregates", "projects", "users", "usage_summary",
-           "facts_changes"}
+           "facts_changes", "project_limits", "quota_tree_locks", "lease_ledger"}
 AGG = "5d0c9c9e-96c4-4f4b-9b8e-0d6c2a6c4f10"
+
+
+def _client(db, **settings):
+    app = create_app(Settings(db=db.url, **settings), db=db)
+    return testing.TestClient(app, headers={
+        "x-auth-token": "admin", "openstack-api-version": "placement latest"})
+
+
+def _populated(client):
+    # Enough of everything that a plan has rows to prefer an index over
+    # (SQLite plans alike at any size without statistics).
+    rps = [_provider(client, f"cn-{i}") for i in range(20)]
+    for rp in rps[:10]:
+        _ok(client.simulate_put(f"/allocations/{uuid.uuid4()}", json=_claim(
+            rp, str(uuid.uuid4()), str(uuid.uuid4()))))
+    return rps
 
 
 @pytest.fixture
 def world():
     with fresh_database("sqlite") as db:
-        app = create_app(Settings(db=db.url), db=db)
-        client = testing.TestClient(app, headers={
-            "x-auth-token": "admin", "openstack-api-version": "placement latest"})
-        # Enough of everything that a plan has rows to prefer an index
-        # over (SQLite plans alike at any size without statistics).
-        rps = [_provider(client, f"cn-{i}") for i in range(20)]
-        for i, rp in enumerate(rps[:10]):
-            _ok(client.simulate_put(f"/allocations/{uuid.uuid4()}", json=_claim(
-                rp, str(uuid.uuid4()), str(uuid.uuid4()))))
-        yield db, client, rps
+        client = _client(db)
+        yield db, client, _populated(client)
 
 
 def _ok(resp, status=None):
@@ -181,3 +190,53 @@ def test_no_route_on_one_provider_scans_a_growing_table(world):
             if scans:
                 found.append(f"{name}: {scans} in {' '.join(statement.split())[:160]}")
     assert not found, "\n".join(found)
+
+
+def _quota_routes(client, rps):
+    """What a claim under enforcement, and quota code asking about one
+    project, send."""
+    service = _ok(client.simulate_post("/v3/services", json={
+        "service": {"type": "placement", "name": "placement"}})).json["service"]["id"]
+    _ok(client.simulate_post("/v3/registered_limits", json={"registered_limits": [
+        {"service_id": service, "resource_name": name, "default_limit": 1000}
+        for name in ("class:VCPU", "consumers:INSTANCE")]}))
+    for i in range(5):
+        _ok(client.simulate_post("/v3/projects", json={"project": {
+            "id": f"top-{i}", "name": f"top-{i}"}}))
+        _ok(client.simulate_post("/v3/projects", json={"project": {
+            "id": f"child-{i}", "name": f"child-{i}", "parent_id": f"top-{i}"}}))
+        _ok(client.simulate_post("/v3/limits", json={"limits": [{
+            "project_id": f"top-{i}", "service_id": service,
+            "resource_name": "class:VCPU", "resource_limit": 2000}]}))
+        _ok(client.simulate_put(f"/allocations/{uuid.uuid4()}", json=_claim(
+            rps[i], f"child-{i}", "user")))
+    consumer = str(uuid.uuid4())
+    yield "claim", lambda: _ok(client.simulate_put(
+        f"/allocations/{consumer}", json=_claim(rps[0], "child-0", "user")))
+    yield "resize the claim", lambda: _ok(client.simulate_put(
+        f"/allocations/{consumer}", json=_claim(rps[0], "child-0", "user", 2,
+                                                generation=1)))
+    yield "ask before claiming", lambda: _ok(client.simulate_post(
+        "/quota/check", json={"project_id": "child-0",
+                              "deltas": {"class:VCPU": 3}}))
+    yield "read the project's limits", lambda: _ok(client.simulate_get(
+        "/v3/limits", params={"project_id": "child-0"}))
+    yield "read the project", lambda: _ok(client.simulate_get("/v3/projects/child-0"))
+    yield "delete the claim", lambda: _ok(client.simulate_delete(
+        f"/allocations/{consumer}"))
+
+
+@pytest.mark.parametrize("model", ["flat", "strict_two_level"])
+def test_no_quota_route_on_one_project_scans_a_growing_table(model):
+    with fresh_database("sqlite") as db:
+        client = _client(db, quota_enforce=True, quota_model=model)
+        rps = _populated(client)
+        found = []
+        for name, action in _quota_routes(client, rps):
+            sent = _sent(db, action)
+            assert sent, f"{name}: no statement was seen"
+            for statement, parameters in sent:
+                scans = _scans(db, statement, parameters)
+                if scans:
+                    found.append(f"{name}: {scans} in {' '.join(statement.split())[:160]}")
+        assert not found, "\n".join(found)
