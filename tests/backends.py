@@ -14,7 +14,7 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from placement_lite.db import migrate
@@ -79,3 +79,21 @@ def fresh_database(base: str, **kwargs):
             yield db
         finally:
             db.dispose()
+
+
+@contextmanager
+def statements_run(db, parameters: bool = False):
+    """The SQL statements run on `db` meanwhile, in order, from any
+    thread; with `parameters`, each as (statement, the parameters it was
+    sent with: the first row's of an executemany)."""
+    statements: list = []
+
+    def listen(_conn, _cursor, statement, params, _context, executemany):
+        statements.append((statement, params[0] if executemany else params)
+                          if parameters else statement)
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        yield statements
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+

@@ -4,33 +4,18 @@ is answered without exhausting the stack or running one statement per
 identical group; and a search for a split that does not exist ends."""
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pytest
 from falcon import testing
-from sqlalchemy import event
 
 from placement_lite.app import create_app
 from placement_lite.candidates.query import MAX_REQUEST_GROUPS
 from placement_lite.config import Settings
+from tests.backends import statements_run
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement latest",
            "content-type": "application/json", "accept": "application/json"}
-
-
-@contextlib.contextmanager
-def statements_run(db):
-    """The SQL statements run on `db` meanwhile, in order."""
-    statements: list = []
-
-    def listen(*args):
-        statements.append(args[2])
-    event.listen(db.engine, "before_cursor_execute", listen)
-    try:
-        yield statements
-    finally:
-        event.remove(db.engine, "before_cursor_execute", listen)
 
 
 @pytest.fixture

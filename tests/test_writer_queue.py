@@ -12,10 +12,10 @@ import multiprocessing
 import threading
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from placement_lite.db.engine import Database
-from tests.backends import fresh_database
+from tests.backends import fresh_database, statements_run
 
 # Negative checks only: a writer that should be waiting is given this long
 # to (wrongly) begin. A slow machine can only make the check pass late.
@@ -45,11 +45,8 @@ def _hold_inherited_turn(db, holding, release):
         release.wait(30)
 
 
-def _begins(db):
-    sent = []
-    event.listen(db.engine, "before_cursor_execute",
-                 lambda _c, _cur, stmt, *_a: sent.append(stmt))
-    return lambda: [s for s in sent if s.startswith("BEGIN IMMEDIATE")]
+def _begins(sent):
+    return [s for s in sent if s.startswith("BEGIN IMMEDIATE")]
 
 
 def _write_in_thread(db):
@@ -74,14 +71,14 @@ def test_a_writer_sends_nothing_until_the_other_process_commits(db, holder):
     child.start()
     try:
         assert holding.wait(30), "the other process never began its write"
-        begins = _begins(db)
-        thread, done = _write_in_thread(db)
-        thread.join(GRACE)
-        # Waiting in the queue: nothing sent to SQLite yet.
-        assert thread.is_alive() and not begins() and not done
-        release.set()
-        thread.join(30)
-        assert done and len(begins()) == 1
+        with statements_run(db) as sent:
+            thread, done = _write_in_thread(db)
+            thread.join(GRACE)
+            # Waiting in the queue: nothing sent to SQLite yet.
+            assert thread.is_alive() and not _begins(sent) and not done
+            release.set()
+            thread.join(30)
+        assert done and len(_begins(sent)) == 1
     finally:
         release.set()
         child.join(30)
@@ -89,7 +86,6 @@ def test_a_writer_sends_nothing_until_the_other_process_commits(db, holder):
 
 
 def test_writers_of_one_process_take_turns(db):
-    begins = _begins(db)
     entered, release = threading.Event(), threading.Event()
 
     def hold():
@@ -98,17 +94,18 @@ def test_writers_of_one_process_take_turns(db):
             entered.set()
             release.wait(30)
     holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert entered.wait(30)
-        thread, done = _write_in_thread(db)
-        thread.join(GRACE)
-        assert thread.is_alive() and len(begins()) == 1 and not done
-    finally:
-        release.set()
-        holder.join(30)
-    thread.join(30)
-    assert done and len(begins()) == 2
+    with statements_run(db) as sent:
+        holder.start()
+        try:
+            assert entered.wait(30)
+            thread, done = _write_in_thread(db)
+            thread.join(GRACE)
+            assert thread.is_alive() and len(_begins(sent)) == 1 and not done
+        finally:
+            release.set()
+            holder.join(30)
+        thread.join(30)
+    assert done and len(_begins(sent)) == 2
 
 
 def test_a_turn_taken_again_on_the_same_thread_does_not_wait_for_itself(db):

@@ -234,7 +234,7 @@ def _after_fork() -> None:
     global _QUEUES_LOCK
     _QUEUES_LOCK = threading.Lock()
     for queue in list(_QUEUES.values()):
-        queue._forked()
+        queue._start()
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -261,7 +261,7 @@ class WriterQueue:
 
     def __init__(self, path: str):
         self.path = path + ".writers"
-        self._forked()
+        self._start()
 
     @classmethod
     def of(cls, path: str) -> "WriterQueue":
@@ -273,8 +273,8 @@ class WriterQueue:
                 queue = _QUEUES[path] = cls(path)
             return queue
 
-    def _forked(self) -> None:
-        """Start afresh (in a new process): a forked worker must not share
+    def _start(self) -> None:
+        """Start afresh (and again in a forked child): a worker must not share
         its parent's open file, since a flock belongs to the open file and
         both would hold it at once, nor a thread lock held at the fork."""
         fd = getattr(self, "_fd", None)
