@@ -730,3 +730,68 @@ def test_a_kept_limit_decides_as_the_capacity_check_does():
             for used in used_values:
                 want = cap is not None and cap >= used + amount
                 assert (used <= most) == want, (cap, amount, used)
+
+
+# -- refreshes larger than one chunk of ids -------------------------------------
+
+def _pf_world(app, roots=5, children=100, threads=4):
+    """The issue's world: `roots` roots, each with `children` children
+    holding CUSTOM_PF: 4, written from several client threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert wsgi(app, "PUT", "/resource_classes/CUSTOM_PF", version="1.7")[0] in (201, 204)
+
+    def child(parent, n):
+        rp = str(uuidlib.uuid4())
+        assert wsgi(app, "POST", "/resource_providers", {
+            "name": f"pf-{rp}", "uuid": rp, "parent_provider_uuid": parent})[0] == 200
+        status, out = wsgi(app, "PUT", f"/resource_providers/{rp}/inventories", {
+            "resource_provider_generation": 0,
+            "inventories": {"CUSTOM_PF": {"total": 4}}})
+        assert status == 200, out
+
+    with ThreadPoolExecutor(threads) as pool:
+        for r in range(roots):
+            root = str(uuidlib.uuid4())
+            assert wsgi(app, "POST", "/resource_providers",
+                        {"name": f"root-{r}", "uuid": root})[0] == 200
+            list(pool.map(lambda n, root=root: child(root, n), range(children)))
+
+
+def test_a_refresh_of_more_providers_than_one_read_holds_keeps_them_all(apps):
+    """The issue's reproduction: 505 providers changed since the copy was
+    read (more than one chunk of ids); every one of them is a candidate."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    for n in range(20):
+        world.provider(f"flat{n}", inventory={"VCPU": world.inv(8)})
+    assert len(_alike(memory, sql, "/allocation_candidates?resources=VCPU:1")[1][
+        "allocation_requests"]) == 20
+    _pf_world(memory)
+    _status, body = _alike(memory, sql, "/allocation_candidates?resources=CUSTOM_PF:1")
+    assert len(body["allocation_requests"]) == 500
+    assert len(body["provider_summaries"]) == 505
+
+
+def test_a_refresh_read_in_many_chunks_equals_one_read_whole(db, apps, monkeypatch):
+    """Refreshes of every size against chunks of a few ids: whatever the
+    chunking, the refreshed copy is the one a whole read gives."""
+    monkeypatch.setattr(snapshot, "IN_CHUNK", 3)
+    memory, _sql = apps
+    rng = random.Random(SEED + 5)
+    world = Builder(memory, rng)
+    world.build()
+    cache = FactsCache()
+    with db.read() as conn:
+        cache.current(conn)
+    for batch in (1, 2, 3, 4, 7, 12, 25):
+        for _ in range(batch):
+            rng.choice(WRITES)(rng, world, memory, rng.choice(sorted(world.providers)))
+        with db.read() as conn:
+            kept = cache.current(conn)
+            whole = snapshot.load(conn, kept.heads)
+        for name in FIELDS:
+            assert getattr(kept, name) == getattr(whole, name), (batch, name)
+    # Never read whole again; a batch whose writes were all refused
+    # changed nothing to refresh.
+    assert cache.loads == 1 and cache.refreshes >= 5, (cache.loads, cache.refreshes)

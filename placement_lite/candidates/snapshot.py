@@ -303,10 +303,14 @@ class _Rows:
         return self._same.setdefault(value, value)
 
     def read(self, conn: Connection, statements: dict, params: Optional[dict]) -> None:
+        """Add the providers these statements select (one chunk of a
+        refresh, or all); the providers earlier reads added are kept."""
+        found = []
         for rp, uuid, parent, root in conn.execute(statements["providers"], params):
             self.uuid[rp] = uuid
             self.parent[rp] = parent
             self.root[rp] = root
+            found.append(rp)
         inventory: dict = {}
         for rp, rc, total, reserved, ratio, lo, hi, step in conn.execute(
                 statements["inventory"], params):
@@ -318,7 +322,9 @@ class _Rows:
         aggregates: dict = {}
         for rp, agg in conn.execute(statements["aggregates"], params):
             aggregates.setdefault(rp, []).append(agg)
-        for rp in self.uuid:
+        for rp in found:
+            # Only this read's providers: a refresh reads in chunks, and an
+            # earlier chunk's providers are not among this one's rows.
             # Rows of a provider deleted between the statements are dropped.
             self.inventory[rp] = inventory.get(rp, {})
             self.traits[rp] = self._shared(frozenset(traits.get(rp, ())))
