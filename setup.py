@@ -13,6 +13,7 @@ setup(
     packages=[
         "placement_lite",
         "placement_lite.api",
+        "placement_lite.api.render",
         "placement_lite.api.resources",
         "placement_lite.api.schemas",
         "placement_lite.ledger",

@@ -23,6 +23,7 @@ from placement_lite.app import create_app
 from placement_lite.api.provider_filters import query_dialect
 from placement_lite.api.versions import Version
 from placement_lite.candidates import engine, snapshot
+from placement_lite.candidates.kept import Kept
 from placement_lite.candidates.memory import _most_used
 from placement_lite.candidates.plan import Plan
 from placement_lite.candidates.query import parse_candidate_request
@@ -396,9 +397,9 @@ def test_a_trees_walk_is_remembered_until_its_options_change(db, apps):
     def walk():
         with db.read() as conn:
             snap = cache.current(conn)
-            found = engine.find(conn, query, snapshot=snap)
+            found = engine.find(conn, query, snapshot=snap, kept=cache.kept)
             shape = Plan(query, engine.resolve(conn, query, snap)).walk_shape
-        walks = snap.shapes[shape]
+        walks = cache.kept.of(snap, shape, by_tree=True)
         return [c.providers for c in found.candidates], dict(walks)
 
     first, kept = walk()
@@ -575,9 +576,9 @@ def test_a_claim_does_not_widen_a_bounded_answers_scan(db, apps):
     def scanned():
         with db.read() as conn:
             snap = cache.current(conn)
-            parts = engine.tree_parts(conn, query, snap, ("test",), render, 3)
+            parts = engine.tree_parts(conn, query, snap, ("test",), render, 3, cache.kept)
         assert sum(len(p[0]) for p in parts) == 3
-        (kept,) = [v for k, v in snap.shapes.items() if k[0] == "answer by tree"]
+        (kept,) = [v for k, v in cache.kept.shapes() if k[0] == "answer by tree"]
         return kept.note
 
     assert scanned() == 11  # nothing kept yet: every tree is walked
@@ -588,7 +589,7 @@ def test_a_claim_does_not_widen_a_bounded_answers_scan(db, apps):
 
 def test_what_a_shape_kept_carries_over_only_where_no_tree_changed(db, apps):
     """A refresh carries a shape's per-provider verdicts and per-tree walks
-    over to the new copy (snapshot.Kept), except for every provider of a
+    over to the new copy (kept.Kept), except for every provider of a
     tree a write touched: a child's verdict reads its root's aggregates,
     a root's reads how many providers its tree has."""
     memory, sql = apps
@@ -630,16 +631,16 @@ def test_what_a_shape_kept_carries_over_only_where_no_tree_changed(db, apps):
         before = cache.current(conn)
         found = engine.find(conn, parse_candidate_request(
             {"resources": ["VCPU:1"]}, query_dialect(Version.parse("1.39"))),
-            snapshot=before)
+            snapshot=before, kept=cache.kept)
     assert found.candidates
-    (key, kept), = [(k, v) for k, v in before.shapes.items() if not v.by_tree]
+    (key, kept), = [(k, v) for k, v in cache.kept.shapes() if not v.by_tree]
     put_aggregates(others[0], [agg])
     with db.read() as conn:
         after = cache.current(conn)
         engine.find(conn, parse_candidate_request(
             {"resources": ["VCPU:1"]}, query_dialect(Version.parse("1.39"))),
-            snapshot=after)
-    carried = after.shapes[key]
+            snapshot=after, kept=cache.kept)
+    carried = cache.kept.of(after, key)
     assert carried.before is kept and kept.before is None
     moved = before.ids_by_uuid()[others[0]]
     assert moved in carried.gone and moved in carried
@@ -695,7 +696,8 @@ def test_a_replaced_copy_is_freed_without_the_cycle_collector(db, apps):
     query = parse_candidate_request({"resources": ["VCPU:1"]},
                                     query_dialect(Version.parse("1.39")))
     with db.read() as conn:
-        assert engine.find(conn, query, snapshot=cache.current(conn)).candidates
+        assert engine.find(conn, query, snapshot=cache.current(conn),
+                           kept=cache.kept).candidates
     world.call("PUT", f"/resource_providers/{rps[0]}/traits", {
         "resource_provider_generation": 1, "traits": ["HW_CPU_X86_AVX2"]})
     gc.collect()
@@ -703,12 +705,12 @@ def test_a_replaced_copy_is_freed_without_the_cycle_collector(db, apps):
     try:
         with db.read() as conn:
             after = cache.current(conn)
-            engine.find(conn, query, snapshot=after)
+            engine.find(conn, query, snapshot=after, kept=cache.kept)
         assert cache.refreshes == 1
         del cache, after
         gc.collect()
         cyclic = [o for o in gc.garbage
-                  if isinstance(o, (snapshot.Snapshot, snapshot.Kept, FactsCache))]
+                  if isinstance(o, (snapshot.Snapshot, Kept, FactsCache))]
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
@@ -795,3 +797,92 @@ def test_a_refresh_read_in_many_chunks_equals_one_read_whole(db, apps, monkeypat
     # Never read whole again; a batch whose writes were all refused
     # changed nothing to refresh.
     assert cache.loads == 1 and cache.refreshes >= 5, (cache.loads, cache.refreshes)
+
+
+# -- a published copy never changes --------------------------------------------
+
+def _fingerprint(snap) -> dict:
+    """Every slot of a copy, by identity and by value."""
+    import copy
+    return {name: (id(getattr(snap, name)), copy.deepcopy(getattr(snap, name)))
+            for name in snapshot.Snapshot.__slots__}
+
+
+def test_requests_never_change_the_copy_they_read(db, apps):
+    """Requests of many shapes, through the engine and the API, derive and
+    keep what they like; the copy they read stays as it was built."""
+    memory, _sql = apps
+    rng = random.Random(SEED + 6)
+    world = Builder(memory, rng)
+    world.build()
+    cache = FactsCache()
+    with db.read() as conn:
+        snap = cache.current(conn)
+    before = _fingerprint(snap)
+    for _ in range(30):
+        query = parse_candidate_request(
+            {k: [v] for k, v in candidate_query(rng, world)},
+            query_dialect(Version.parse("1.39")))
+        with db.read() as conn:
+            assert cache.current(conn) is snap
+            try:
+                engine.find(conn, query, snapshot=snap, kept=cache.kept)
+            except Exception as exc:  # noqa: BLE001 - an unknown name is a 400
+                assert type(exc).__name__.startswith(("Unknown", "Bad")), exc
+        wsgi(memory, "GET", "/allocation_candidates?" + urlencode(candidate_query(rng, world)))
+    assert _fingerprint(snap) == before
+    assert len(cache.kept.shapes()) > 5
+
+
+def test_a_refresh_meeting_requests_of_new_shapes_never_fails(db, apps, monkeypatch):
+    """The interleaving that broke the copy: while a refresh carries each
+    request shape's kept values over to the new copy, a request on the
+    old copy asks for a shape not seen yet. It must neither fail the
+    refresh ("dictionary changed size during iteration") nor the request;
+    both answers stay right."""
+    import threading
+    from placement_lite.candidates import kept as kept_module
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    rps = [world.provider(f"cn{n}", inventory={"VCPU": world.inv(8),
+                                               "MEMORY_MB": world.inv(4096)})
+           for n in range(4)]
+    dialect = query_dialect(Version.parse("1.39"))
+
+    def ask(text, snap):
+        query = parse_candidate_request(
+            {k: [v] for k, v in (p.split("=") for p in text.split("&"))}, dialect)
+        with db.read() as conn:
+            return len(engine.find(conn, query, snapshot=snap, kept=cache.kept).candidates)
+
+    cache = FactsCache()
+    with db.read() as conn:
+        old = cache.current(conn)
+    assert ask("resources=VCPU:1", old) == ask("resources=MEMORY_MB:128", old) == 4
+    assert len(cache.kept.shapes()) >= 2
+    asked: list = []
+    real = kept_module.Kept.refreshed
+
+    def refreshed(self, gone):
+        if not asked:
+            # Another thread's request on the old copy, with a new shape,
+            # runs now, in the middle of the carrying over.
+            asked.append(None)
+            worker = threading.Thread(
+                target=lambda: asked.append(ask("resources=VCPU:2,MEMORY_MB:256", old)))
+            worker.start()
+            worker.join(timeout=0.5)
+            asked.append(worker)
+        return real(self, gone)
+
+    monkeypatch.setattr(kept_module.Kept, "refreshed", refreshed)
+    world.call("PUT", f"/resource_providers/{rps[0]}/traits", {
+        "resource_provider_generation": 1, "traits": ["HW_CPU_X86_AVX2"]})
+    with db.read() as conn:
+        new = cache.current(conn)
+    assert new is not old and cache.refreshes == 1
+    worker = next(a for a in asked if isinstance(a, threading.Thread))
+    worker.join(timeout=10)
+    assert 4 in asked, asked  # the request on the old copy answered
+    assert ask("resources=VCPU:2,MEMORY_MB:256", new) == 4
+    _alike(memory, sql, "/allocation_candidates?resources=VCPU:2,MEMORY_MB:256")

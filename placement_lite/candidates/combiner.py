@@ -336,7 +336,7 @@ QUIET = Watcher()
 def _walk(plan: Plan, view: View, opts: list, budget: Budget,
           walks, anchor: int) -> Iterator[tuple]:
     """combine(), or what it gave the last time for the same options of
-    the same tree (`walks`: a snapshot.Kept by tree, kept by the caller
+    the same tree (`walks`: a kept.Kept by tree, kept by the caller
     for as long as the facts behind `plan` and the trees do not change).
     A tree's options are its providers that passed every check against
     `used` (with the merged classes' rooms, when any): the same options,

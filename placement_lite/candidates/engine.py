@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import combiner, filters
 from placement_lite.candidates.facts import Sharing, Slice
+from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.memory import MemoryReader
 from placement_lite.candidates.plan import Candidate, Layout, Lookups, Plan
 from placement_lite.candidates.reader import Reader
@@ -62,19 +63,20 @@ class Search:
                  bound: Optional[int] = None, observer: Observer = QUIET,
                  budget: Optional[combiner.Budget] = None,
                  snapshot: Optional[Snapshot] = None,
-                 trees: Optional[list] = None):
+                 trees: Optional[list] = None, kept: Optional[KeptCache] = None):
         """`trees`: with `snapshot`, walk only these trees (their roots'
-        ids, ascending) rather than every one."""
+        ids, ascending) rather than every one. `kept`: where the process
+        keeps what it derives from `snapshot` per request shape."""
         self.plan = Plan(req, lookups)
         # With the process's copy of the facts, only `used` is read; the
         # SQL reader asks the database everything.
         self.reader = (Reader(conn, self.plan) if snapshot is None
-                       else MemoryReader(conn, self.plan, snapshot))
-        # Over the copy of the facts, the trees' walks are remembered with
-        # it, per request shape: a tree whose usage did not change since
-        # is not walked again (combiner._walk).
+                       else MemoryReader(conn, self.plan, snapshot, kept))
+        # Over the copy of the facts, the trees' walks are remembered
+        # per request shape while the copy lasts: a tree whose usage did
+        # not change since is not walked again (combiner._walk).
         self._walks = (None if snapshot is None else
-                       snapshot.per_shape(self.plan.walk_shape, by_tree=True))
+                       kept_for(kept, snapshot, self.plan.walk_shape, by_tree=True))
         self.bound = bound
         self.trees = trees
         self.observer = observer
@@ -221,17 +223,19 @@ def bound_of(req: CandidateRequest, max_candidates: int = 0,
 def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
          randomize: bool = False, observer: Observer = QUIET,
          lookups: Optional[Lookups] = None,
-         snapshot: Optional[Snapshot] = None) -> Result:
+         snapshot: Optional[Snapshot] = None,
+         kept: Optional[KeptCache] = None) -> Result:
     """The candidates for a parsed request, bounded by `limit` and by
     max_candidates (<= 0: unbounded); a random sample when randomize.
     `snapshot`: the process's copy of the facts, read in `conn`'s
-    transaction (candidates/snapshot.py); without it, all from SQL."""
+    transaction (candidates/snapshot.py); without it, all from SQL.
+    `kept`: what the process keeps derived from its copies (kept.py)."""
     if lookups is None:
         lookups = resolve(conn, req, snapshot)
     if lookups is None:
         return Result([], {}, {})
     bound = bound_of(req, max_candidates, randomize)
-    search = Search(conn, req, lookups, bound, observer, snapshot=snapshot)
+    search = Search(conn, req, lookups, bound, observer, snapshot=snapshot, kept=kept)
     found: list = []
     for cand in search.candidates():
         found.append(cand)
@@ -262,7 +266,8 @@ class _Steps(Observer):
 
 
 def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
-               shape: tuple, render, bound: Optional[int] = None) -> Optional[list]:
+               shape: tuple, render, bound: Optional[int] = None,
+               kept: Optional[KeptCache] = None) -> Optional[list]:
     """An answer over the process's copy of the facts as each tree's part
     of it, in the order of the trees (those without candidates left
     out), up to `bound` candidates (None: all).
@@ -274,7 +279,7 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     facts and on the `used` of its inventory alone when no provider
     shares (a candidate never leaves its tree), so its part is kept with
     the copy (per request and shape, by tree, as its walks are:
-    snapshot.Kept) beside that usage, and given again while the usage
+    kept.Kept, in `kept`) beside that usage, and given again while the usage
     read now is the same. Only the trees whose usage changed since are
     walked again: after a claim, one.
 
@@ -291,7 +296,8 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     if lookups is None:
         return []
     try:
-        return _TreeAnswer(conn, req, lookups, snapshot, shape, render, bound).parts()
+        return _TreeAnswer(conn, req, lookups, snapshot, shape, render, bound,
+                           kept).parts()
     except _NoParts:
         return None
 
@@ -304,15 +310,17 @@ class _TreeAnswer:
     """One request's answer made of the parts kept by tree (tree_parts)."""
 
     def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups,
-                 snapshot: Snapshot, shape: tuple, render, bound: Optional[int]):
+                 snapshot: Snapshot, shape: tuple, render, bound: Optional[int],
+                 kept: Optional[KeptCache]):
         self.req, self.snap, self.render, self.bound = req, snapshot, render, bound
         self.budget = combiner.Budget()
         self.steps = _Steps(self.budget)
-        self.search = Search(conn, req, lookups, None, self.steps, self.budget, snapshot)
+        self.search = Search(conn, req, lookups, None, self.steps, self.budget, snapshot,
+                             kept=kept)
         self.reader = self.search.reader
-        self.kept = snapshot.per_shape(("answer by tree", shape, self.search.plan.shape),
-                                       by_tree=True)
-        self.usage_keys = snapshot.per_shape(("usage keys",), by_tree=True)
+        self.kept = kept_for(kept, snapshot,
+                             ("answer by tree", shape, self.search.plan.shape), by_tree=True)
+        self.usage_keys = kept_for(kept, snapshot, ("usage keys",), by_tree=True)
         self.given = 0  # candidates in the answer so far
         self.work = 0  # combination steps the answer's trees took
 

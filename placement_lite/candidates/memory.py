@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from placement_lite.candidates.facts import NO_SHARING, Room, Sharing
 from placement_lite.candidates.filters import known_ids
+from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.plan import Plan
 from placement_lite.candidates.reader import Draft, SliceWalk, chunks, selecting
 from placement_lite.candidates.snapshot import Snapshot
@@ -71,10 +72,14 @@ class _Terms:
 
 
 class MemoryReader(SliceWalk):
-    def __init__(self, conn: Connection, plan: Plan, snapshot: Snapshot):
+    def __init__(self, conn: Connection, plan: Plan, snapshot: Snapshot,
+                 kept: Optional[KeptCache] = None):
+        """`kept`: where the process keeps what each request shape's
+        filters decide of each provider (None: this request alone)."""
         self.conn = conn
         self.plan = plan
         self.snap = snapshot
+        self.kept = kept
         self.has_sharing = False
         # (rp, class id) -> used, for every provider in `used_read`.
         self.used: dict = {}
@@ -105,7 +110,7 @@ class MemoryReader(SliceWalk):
     def read_all_used(self) -> None:
         """Read `used` for every provider's inventory, in one statement:
         for an answer over every tree (engine.tree_parts)."""
-        found = self.snap.bounds()
+        found = self.snap.bounds
         if found is not None:
             # Rows of a provider created since the copy was read are not
             # looked up: harmless.
@@ -120,7 +125,7 @@ class MemoryReader(SliceWalk):
         shape: worked out once per copy and shape (by the caller, in its
         loop, on a provider's first ask), so a request only checks
         capacity against `used`."""
-        return self.snap.per_shape((self.plan.slot_shape, kind))
+        return kept_for(self.kept, self.snap, (self.plan.slot_shape, kind))
 
     def _checks(self, inv: dict, resources) -> list:
         """(class, amount, capacity or None where the unit limits refuse)."""
@@ -351,7 +356,7 @@ class MemoryReader(SliceWalk):
         return self._sharing_done(draft, by_key, eligible, anchors)
 
     def bounds(self) -> Optional[tuple]:
-        return self.snap.bounds()
+        return self.snap.bounds
 
     # -- a slice's reads (see SliceWalk) -------------------------------------
 

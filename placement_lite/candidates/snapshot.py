@@ -17,6 +17,7 @@ builds a new one, so a request holds one consistent copy throughout.
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import threading
 import time
@@ -25,14 +26,16 @@ from typing import Iterable, NamedTuple, Optional
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
+from placement_lite.candidates.kept import KeptCache
 from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
 
 LOG = logging.getLogger(__name__)
-# Request shapes whose derived values a copy keeps (Snapshot.shapes).
-SHAPES_KEPT = 64
 _UNSET = object()
+# Every copy a process builds gets the next number: what is derived from
+# one copy is known by it (candidates/kept.py).
+_SERIALS = itertools.count(1)
 # Seconds a request may wait for the lock while another refreshes the
 # copy; a log behind the copy for longer than that went back.
 BEHIND_AT_MOST = 30.0
@@ -85,65 +88,19 @@ _CLASS_NAMES = select(t.resource_classes.c.id, t.resource_classes.c.name)
 _AGGREGATE_IDS = select(t.placement_aggregates.c.uuid, t.placement_aggregates.c.id)
 
 
-class Kept(dict):
-    """What one request shape's filters decide, per provider id (or per
-    tree, keyed by tuples whose first item is the root's id), kept with
-    a copy for as long as it lasts (Snapshot.shapes).
-
-    A refreshed copy starts each shape empty but may take, on first
-    ask, what the copy it refreshes had worked out for a provider or tree
-    the refresh did not touch: a verdict depends on that provider's and
-    its tree's facts alone. Only one copy back: `before` of the older
-    one is let go, so a chain of refreshes holds at most two of them.
-    """
-
-    __slots__ = ("before", "gone", "by_tree", "note")
-
-    def __init__(self, by_tree: bool = False, before: Optional["Kept"] = None,
-                 gone: frozenset = frozenset()):
-        super().__init__()
-        self.by_tree = by_tree
-        self.before = before
-        self.gone = gone  # providers (and so trees) whose verdicts changed
-        # What its user keeps of the shape as a whole (not carried over).
-        self.note = None
-
-    def carried(self, key, missing):
-        """What the copy before had for `key`, if still true; else `missing`."""
-        before = self.before
-        if before is None or (key[0] if self.by_tree else key) in self.gone:
-            return missing
-        return before.get(key, missing)
-
-    def settle(self, key, build):
-        """On a first ask for `key` (callers look up hits themselves, in
-        their loops): what the copy before had, if still true, else
-        `build(key)`; kept either way."""
-        value = self.carried(key, _UNSET)
-        if value is _UNSET:
-            value = build(key)
-        self[key] = value
-        return value
-
-    def refreshed(self, gone: frozenset) -> "Kept":
-        """An empty Kept for the copy after a refresh changing `gone`."""
-        after = Kept(self.by_tree, self, gone)
-        # Its own fallback is no longer needed by the newest copy; a
-        # request still on this one just works out what it lacks.
-        self.before = None
-        return after
-
-
 class Snapshot:
-    """Every provider's facts at one reading of the facts log's heads.
+    """Every provider's facts at one reading of the facts log's heads,
+    and indexes of them.
 
-    Not changed after it is built; refreshed by building another.
+    Not changed after it is built, by anyone: requests on many threads
+    read it at once. A refresh builds another; what requests derive from
+    a copy is kept apart from it (candidates/kept.py, the API's text).
     """
 
     __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
                  "inventory", "traits", "aggregates", "trait_names",
-                 "class_names", "aggregate_ids", "sharing", "in_aggregate", "memo",
-                 "by_uuid", "shapes", "built", "_bounds")
+                 "class_names", "aggregate_ids", "sharing", "in_aggregate",
+                 "by_uuid", "bounds", "built", "serial", "since", "affected")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
@@ -182,25 +139,34 @@ class Snapshot:
             self.in_aggregate = in_aggregate  # aggregate id -> [rp, ...]
         else:
             affected = self._derive_from(before, changed, shares)
-        # Values its users derive from this copy, per provider id, each
-        # from that provider's facts alone (the answer's text of each
-        # provider but for usage, say): a refresh keeps those of the
-        # providers it did not read again.
-        self.memo: dict = {}
-        self.by_uuid: Optional[dict] = None
-        # What a request shape's filters decide of each provider from its
-        # facts (and its tree's) alone, and each tree's walk, for as long
-        # as this copy lasts (candidates/memory.py, combiner._walk); a
-        # refresh carries them over where it changed nothing (Kept).
-        self.shapes: dict = {}
-        if before is not None:
-            self.shapes = {key: kept.refreshed(affected)
-                           for key, kept in before.shapes.items()}
-            if uuid is before.uuid:
-                self.by_uuid = before.by_uuid
+        self.serial = next(_SERIALS)
+        # The copy this one refreshes, and the providers whose facts, or
+        # whose tree's, differ from it (None: read whole).
+        self.since = None if before is None else before.serial
+        self.affected = None if before is None else affected
+        self.by_uuid = self._uuid_index(before, changed)  # uuid -> rp
+        # The lowest and highest provider id (None: no provider): every
+        # search asks.
+        if before is not None and root is before.root:
+            self.bounds = before.bounds
+        else:
+            self.bounds = (min(root), max(root)) if root else None
         self.built = time.monotonic()
-        self._bounds = (before._bounds if before is not None and root is before.root
-                        else _UNSET)
+
+    def _uuid_index(self, before: Optional["Snapshot"], changed: frozenset) -> dict:
+        if before is None:
+            return {u: rp for rp, u in self.uuid.items()}
+        if self.uuid is before.uuid:
+            return before.by_uuid
+        index = before.by_uuid.copy()
+        for rp in changed:
+            old = before.uuid.get(rp)
+            if old is not None and index.get(old) == rp:
+                del index[old]
+        for rp in changed:
+            if rp in self.uuid:
+                index[self.uuid[rp]] = rp
+        return index
 
     def _derive_from(self, before: "Snapshot", changed: frozenset, shares) -> frozenset:
         """Trees, sharing providers and aggregate members from `before`'s;
@@ -259,34 +225,14 @@ class Snapshot:
         roots = self.roots
         return roots[bisect.bisect_left(roots, lo):bisect.bisect_right(roots, hi)]
 
-    def per_shape(self, key, by_tree: bool = False) -> Kept:
-        """What a request shape keeps with this copy (Snapshot.shapes),
-        per provider id, or `by_tree` per tree."""
-        found = self.shapes.get(key)
-        if found is None:
-            if len(self.shapes) >= SHAPES_KEPT:
-                self.shapes.clear()
-            found = self.shapes[key] = Kept(by_tree)
-        return found
-
     def ids_by_uuid(self) -> dict:
         """uuid -> provider id."""
-        if self.by_uuid is None:
-            # Built on first use (a tree named, a claim).
-            self.by_uuid = {u: rp for rp, u in self.uuid.items()}
         return self.by_uuid
 
     def root_of(self, uuid: str) -> Optional[int]:
         """The root id of the provider with this uuid (None: no such one)."""
-        rp = self.ids_by_uuid().get(uuid)
+        rp = self.by_uuid.get(uuid)
         return None if rp is None else self.root[rp]
-
-    def bounds(self) -> Optional[tuple]:
-        """The lowest and highest provider id, or None with no provider.
-        Worked out once per copy: every search asks, and it is a scan."""
-        if self._bounds is _UNSET:
-            self._bounds = (min(self.root), max(self.root)) if self.root else None
-        return self._bounds
 
 
 class _Rows:
@@ -382,15 +328,7 @@ def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snap
     known = set(aggregates.values())
     if any(not aggs <= known for aggs in rows.aggregates.values()):
         aggregates = dict(conn.execute(_AGGREGATE_IDS).all())
-    new = Snapshot(heads, *maps, names, classes, aggregates, old, frozenset(changed))
-    # What was derived from one unchanged provider alone still holds
-    # (memo entries are keyed by provider id: see Snapshot.memo), and so
-    # do the names it shows, as said above.
-    for key, derived in old.memo.items():
-        kept = new.memo[key] = derived.copy()
-        for rp in changed:
-            kept.pop(rp, None)
-    return new
+    return Snapshot(heads, *maps, names, classes, aggregates, old, frozenset(changed))
 
 
 class FactsCache:
@@ -399,6 +337,9 @@ class FactsCache:
     def __init__(self):
         self._snapshot: Optional[Snapshot] = None
         self._lock = threading.Lock()
+        # What requests derive from the copy per request shape; advanced
+        # to each copy before it is published.
+        self.kept = KeptCache()
         self.loads = 0  # full reads, for tests and metrics
         self.refreshes = 0
 
@@ -433,6 +374,7 @@ class FactsCache:
             else:
                 built = refresh(conn, snap, heads, changed)
                 self.refreshes += 1
+            self.kept.advance(built)
             self._snapshot = built
             return built
 
