@@ -24,7 +24,7 @@ from placement_lite.api.resources import (
     inventories, lease, limits, projects, quota, reshaper, resource_classes,
     resource_providers, root, traits, usages)
 from placement_lite.api.services import Services
-from placement_lite.candidates.snapshot import FactsCache
+from placement_lite.candidates.facts_cache import FactsCache
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database
 from placement_lite.quota import enforce

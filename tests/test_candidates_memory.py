@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import uuid as uuidlib
 import random
+import time
 from urllib.parse import urlencode
 
 import pytest
@@ -22,12 +23,12 @@ import pytest
 from placement_lite.app import create_app
 from placement_lite.api.provider_filters import query_dialect
 from placement_lite.api.versions import Version
-from placement_lite.candidates import engine, snapshot
+from placement_lite.candidates import engine, facts_cache, snapshot
 from placement_lite.candidates.kept import Kept
 from placement_lite.candidates.memory import _most_used
 from placement_lite.candidates.plan import Plan
 from placement_lite.candidates.query import parse_candidate_request
-from placement_lite.candidates.snapshot import FactsCache
+from placement_lite.candidates.facts_cache import FactsCache
 from placement_lite.config import Settings
 from placement_lite.db import tables as t
 from placement_lite.ledger import providers
@@ -356,7 +357,7 @@ def test_a_database_restored_under_the_copy_is_read_again(db, monkeypatch):
     with db.read() as conn:
         # Within the wait a request may have had: the newer copy stands.
         assert len(cache.current(conn).uuid) == 2
-    monkeypatch.setattr(snapshot, "BEHIND_AT_MOST", 0.0)
+    monkeypatch.setattr(facts_cache, "BEHIND_AT_MOST", 0.0)
     with db.read() as conn:
         assert list(cache.current(conn).uuid) == [kept.id]
     assert cache.loads == 2
@@ -886,3 +887,74 @@ def test_a_refresh_meeting_requests_of_new_shapes_never_fails(db, apps, monkeypa
     assert 4 in asked, asked  # the request on the old copy answered
     assert ask("resources=VCPU:2,MEMORY_MB:256", new) == 4
     _alike(memory, sql, "/allocation_candidates?resources=VCPU:2,MEMORY_MB:256")
+
+
+# -- the self-check -------------------------------------------------------------
+
+def test_a_copy_that_differs_from_the_database_is_found_logged_and_read_again(
+        db, apps, monkeypatch, caplog):
+    """A copy gone wrong (here: the chunked refresh's old bug, put back)
+    is found by the next due self-check, counted, logged, and replaced by
+    a whole read before the request that found it is answered; a right
+    copy checks the same."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(SEED))
+    for n in range(12):
+        world.provider(f"cn{n}", inventory={"VCPU": world.inv(8)})
+    cache = FactsCache(check_every=3600)
+    with db.read() as conn:
+        cache.current(conn)
+        assert cache.check(conn) == []
+    assert cache.checks == {"same": 1, "different": 0, "inconclusive": 0}
+
+    def blanking_read(self, conn, statements, params):
+        real_read(self, conn, statements, params)
+        for rp in self.uuid:  # every provider read so far, as the bug did
+            self.inventory[rp] = {}
+    real_read = snapshot._Rows.read
+    monkeypatch.setattr(snapshot, "IN_CHUNK", 2)
+    monkeypatch.setattr(snapshot._Rows, "read", blanking_read)
+    for n in range(5):
+        world.provider(f"more{n}", inventory={"VCPU": world.inv(8)})
+    with db.read() as conn:
+        wrong = cache.current(conn)
+    assert sum(1 for inv in wrong.inventory.values() if not inv) >= 4
+    monkeypatch.setattr(snapshot._Rows, "read", real_read)
+    # The check falls due: the request that finds it due gets the copy
+    # read whole again, never the wrong one.
+    cache.check_every = 0.001
+    time.sleep(0.01)
+    with caplog.at_level("ERROR"), db.read() as conn:
+        right = cache.current(conn)
+    assert right is not wrong, cache.checks
+    assert cache.checks["different"] == 1 and cache.loads == 2
+    assert "differs from the database" in caplog.text and "inventory" in caplog.text
+    with db.read() as conn:
+        assert cache.check(conn) == []
+    query = parse_candidate_request({"resources": ["VCPU:1"]},
+                                    query_dialect(Version.parse("1.39")))
+    with db.read() as conn:
+        assert len(engine.find(conn, query, snapshot=cache.current(conn)).candidates) == 17
+
+
+def test_a_check_while_a_write_lands_tells_nothing(db, apps, monkeypatch):
+    """Heads moved between the check's reads: inconclusive, not a difference."""
+    from placement_lite.candidates import selfcheck
+    from placement_lite.db import facts_log
+    memory, _sql = apps
+    world = Builder(memory, random.Random(SEED))
+    world.provider("cn", inventory={"VCPU": world.inv(8)})
+    cache = FactsCache(check_every=3600)
+    real_heads = facts_log.heads
+    calls = []
+
+    def heads(conn):
+        calls.append(None)
+        got = real_heads(conn)
+        return got if len(calls) < 3 else ("moved",) + tuple(got[1:])
+    with db.read() as conn:
+        cache.current(conn)
+        monkeypatch.setattr(selfcheck.facts_log, "heads", heads)
+        calls.clear()
+        assert cache.check(conn) is None
+    assert cache.checks["inconclusive"] == 1 and cache.loads == 1

@@ -188,6 +188,13 @@ class Metrics:
             for kind, count in (("whole", facts.loads), ("refresh", facts.refreshes)):
                 lines.append("placement_lite_facts_copy_reads_total" + _labels(
                     [w, ("kind", kind)]) + f" {count}")
+            family("placement_lite_facts_copy_checks_total", "counter",
+                   "Checks of this worker's copy of the facts against the "
+                   "database, by result: same, different (logged, and the copy "
+                   "read whole again) or inconclusive (a write landed meanwhile).")
+            for result, count in sorted(facts.checks.items()):
+                lines.append("placement_lite_facts_copy_checks_total" + _labels(
+                    [w, ("result", result)]) + f" {count}")
             family("placement_lite_facts_copy_providers", "gauge",
                    "Providers in this worker's copy of the facts, as last read.")
             latest = facts.latest()

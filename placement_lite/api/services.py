@@ -8,7 +8,7 @@ from placement_lite.config import Settings
 from placement_lite.db.engine import Database
 from placement_lite.api.metrics import Metrics
 from placement_lite.api.policy import Policy
-from placement_lite.candidates.snapshot import FactsCache
+from placement_lite.candidates.facts_cache import FactsCache
 from placement_lite.ledger.allocations import ClaimCheck
 from placement_lite.quota.enforce import Enforcer
 

@@ -11,23 +11,21 @@ write changing facts logs the providers it changed, in its own
 transaction. `FactsCache.current(conn)` reads the log's heads first, in
 the request's own read transaction; when they moved it reads again the
 providers logged since (or everything, when the log cannot tell) and
-only then answers. A snapshot is never changed once built: a refresh
-builds a new one, so a request holds one consistent copy throughout.
+only then answers (candidates/facts_cache.py). A snapshot is never
+changed once built: a refresh builds a new one, so a request holds one
+consistent copy throughout.
 """
 from __future__ import annotations
 
 import bisect
 import itertools
 import logging
-import threading
 import time
 from typing import Iterable, NamedTuple, Optional
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates.kept import KeptCache
-from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
 
@@ -36,9 +34,6 @@ _UNSET = object()
 # Every copy a process builds gets the next number: what is derived from
 # one copy is known by it (candidates/kept.py).
 _SERIALS = itertools.count(1)
-# Seconds a request may wait for the lock while another refreshes the
-# copy; a log behind the copy for longer than that went back.
-BEHIND_AT_MOST = 30.0
 
 RP = t.resource_providers
 INV = t.inventories
@@ -83,8 +78,8 @@ def _statements():
 
 _ALL, _WHERE = _statements()
 _SOME = {kind: stmt.where(_WHERE[kind]) for kind, stmt in _ALL.items()}
-_TRAIT_NAMES = select(t.traits.c.id, t.traits.c.name)
-_CLASS_NAMES = select(t.resource_classes.c.id, t.resource_classes.c.name)
+TRAIT_NAMES = select(t.traits.c.id, t.traits.c.name)
+CLASS_NAMES = select(t.resource_classes.c.id, t.resource_classes.c.name)
 _AGGREGATE_IDS = select(t.placement_aggregates.c.uuid, t.placement_aggregates.c.id)
 
 
@@ -283,22 +278,28 @@ def _chunks(ids: Iterable[int]):
         yield ids[i:i + IN_CHUNK]
 
 
+def read_providers(conn: Connection, ids: Iterable[int]) -> _Rows:
+    """The facts of these providers as the database has them now."""
+    rows = _Rows()
+    for part in _chunks(ids):
+        rows.read(conn, _SOME, {"ids": part})
+    return rows
+
+
 def load(conn: Connection, heads: tuple) -> Snapshot:
     """Everything, read again."""
     rows = _Rows()
     rows.read(conn, _ALL, None)
     return Snapshot(heads, rows.uuid, rows.parent, rows.root, rows.inventory,
-                    rows.traits, rows.aggregates, dict(conn.execute(_TRAIT_NAMES).all()),
-                    dict(conn.execute(_CLASS_NAMES).all()),
+                    rows.traits, rows.aggregates, dict(conn.execute(TRAIT_NAMES).all()),
+                    dict(conn.execute(CLASS_NAMES).all()),
                     dict(conn.execute(_AGGREGATE_IDS).all()))
 
 
 def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snapshot:
     """`old` with the facts of the `changed` providers read again (a
     provider no longer found was deleted)."""
-    rows = _Rows()
-    for part in _chunks(changed):
-        rows.read(conn, _SOME, {"ids": part})
+    rows = read_providers(conn, changed)
     maps = []
     for before, read in zip((old.uuid, old.parent, old.root, old.inventory,
                              old.traits, old.aggregates),
@@ -320,67 +321,12 @@ def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snap
     # nothing else in the copy names it; a rename resets the whole copy).
     names = old.trait_names
     if any(rows.traits.values()):
-        names = dict(conn.execute(_TRAIT_NAMES).all())
+        names = dict(conn.execute(TRAIT_NAMES).all())
     classes = old.class_names
     if any(rows.inventory.values()):
-        classes = dict(conn.execute(_CLASS_NAMES).all())
+        classes = dict(conn.execute(CLASS_NAMES).all())
     aggregates = old.aggregate_ids
     known = set(aggregates.values())
     if any(not aggs <= known for aggs in rows.aggregates.values()):
         aggregates = dict(conn.execute(_AGGREGATE_IDS).all())
     return Snapshot(heads, *maps, names, classes, aggregates, old, frozenset(changed))
-
-
-class FactsCache:
-    """One process's current Snapshot, for every thread of it."""
-
-    def __init__(self):
-        self._snapshot: Optional[Snapshot] = None
-        self._lock = threading.Lock()
-        # What requests derive from the copy per request shape; advanced
-        # to each copy before it is published.
-        self.kept = KeptCache()
-        self.loads = 0  # full reads, for tests and metrics
-        self.refreshes = 0
-
-    def latest(self) -> Optional[Snapshot]:
-        """The copy as last read, without asking whether it is current."""
-        return self._snapshot
-
-    def current(self, conn: Connection) -> Snapshot:
-        """The facts as of now, read in `conn`'s transaction."""
-        heads = facts_log.heads(conn)
-        snap = self._snapshot
-        if snap is not None and snap.heads == heads:
-            return snap
-        with self._lock:
-            snap = self._snapshot
-            if snap is not None and _covers(snap.heads, heads):
-                if snap.heads == heads or time.monotonic() - snap.built < BEHIND_AT_MOST:
-                    # As new as this transaction's view, or newer: built
-                    # by a request whose transaction began later, while
-                    # this one waited for the lock.
-                    return snap
-                # The database's log is behind this copy for longer than
-                # any request waits: it went back (a backup restored in
-                # place). Nothing it logs can be trusted against the copy.
-                LOG.warning("the facts log is behind this process's copy "
-                            "(database restored?): reading all facts again")
-                snap = None
-            changed = None if snap is None else facts_log.changes(conn, snap.heads, heads)
-            if changed is None:
-                built = load(conn, heads)
-                self.loads += 1
-            else:
-                built = refresh(conn, snap, heads, changed)
-                self.refreshes += 1
-            self.kept.advance(built)
-            self._snapshot = built
-            return built
-
-
-def _covers(have: tuple, wanted: tuple) -> bool:
-    """A copy built at heads `have` holds every change up to `wanted`."""
-    return (len(have) == len(wanted) and have[:1] == wanted[:1] and all(
-        h.serial >= w.serial and h.floor >= w.floor
-        for h, w in zip(have[1:], wanted[1:])))
