@@ -1,6 +1,7 @@
 """`placement-lite serve` in a child process, for the suite and the matrix."""
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -10,12 +11,30 @@ import time
 from bench import runner
 from bench.client import Client
 
+# The tree this bench/ belongs to: a server started without an `env` of
+# its own runs this tree's placement_lite, not whichever one the
+# interpreter would otherwise import (an editable install of another
+# checkout, say).
+TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tree_env(tree=TREE, base=None, **extra):
+    """`base` (the environment) with `tree` first on PYTHONPATH, plus
+    `extra` variables."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [tree] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                  if p and p != tree])
+    env.update(extra)
+    return env
+
 
 class ServerProcess:
     """A server on 127.0.0.1:`port`, ready once /healthcheck answers 200.
 
     `env` and `cwd` choose the code it runs (the matrix starts each side
-    with its own tree on PYTHONPATH); `extra` goes on the command line.
+    with its own tree on PYTHONPATH; without them, this bench's own tree);
+    `extra` goes on the command line.
     """
 
     def __init__(self, db_url, port, workers=1, extra=(), env=None, cwd=None,
@@ -34,7 +53,8 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "placement_lite.cli", "serve", "--db", db_url,
              "--port", str(port), "--workers", str(workers),
-             "--log-level", "WARNING", *extra], env=env, cwd=cwd,
+             "--log-level", "WARNING", *extra],
+            env=tree_env() if env is None else env, cwd=cwd or TREE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
