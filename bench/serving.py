@@ -1,4 +1,5 @@
-"""`placement-lite serve` in a child process, for the suite and the matrix."""
+"""`placement-lite serve` in a child process, for the suite and the
+matrix; and a reference server beside one (bench/complete.py)."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from bench import runner
+from bench import complete, runner
 from bench.client import Client
 
 # The tree this bench/ belongs to: a server started without an `env` of
@@ -91,3 +92,30 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Reference(ServerProcess):
+    """A server of one worker over another server's database that reads
+    every fact from the database (PLACEMENT_LITE_FACTS_IN_MEMORY=false):
+    what the database holds, asked of the same code's SQL path. Give it
+    the `extra` arguments bounding answers that the server under test has
+    (--max-allocation-candidates), so both answer to the same bound."""
+
+    def __init__(self, db_url, env=None, cwd=None, extra=(), name="the reference server"):
+        env = dict(tree_env() if env is None else env,
+                   PLACEMENT_LITE_FACTS_IN_MEMORY="false")
+        super().__init__(db_url, free_port(), 1, extra, env=env, cwd=cwd, name=name)
+        self.client = Client(self.http)
+
+    def count(self, path: str) -> int:
+        status, raw = self.client.raw("GET", path)
+        if status != 200:
+            raise RuntimeError(f"the reference server answered GET {path} with "
+                               f"{status}: {raw[:300]!r}")
+        return complete.candidates_in(raw)
