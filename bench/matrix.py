@@ -23,7 +23,7 @@ import uuid as uuidlib
 from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlencode
 
-from bench import runner
+from bench import complete, runner, serving
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -86,12 +86,15 @@ def _drop_db(url: str) -> None:
 
 
 class Side(ServerProcess):
-    """One tree of code, its database and its server."""
+    """One tree of code, its database and its server, and beside it a
+    reference server over the same database that reads every fact from
+    it (bench/complete.py): what each timed answer is checked against."""
 
     def __init__(self, label, tree, db, workdir, port, workers, threads, sizes):
         self.label, self.tree = label, tree
         self.env = dict(os.environ, PYTHONPATH=tree,
                         PLACEMENT_LITE_COUNT_STATEMENTS="1")
+        self.reference = None
         self.url = _fresh_db(db, workdir, label)
         self.load_seconds = {}
         self.race_rounds = 0
@@ -105,6 +108,12 @@ class Side(ServerProcess):
                     time.monotonic() - began, 1)
             super().__init__(self.url, port, workers, ("--threads", str(threads)),
                              env=self.env, cwd=tree, name=f"{label}: the server")
+            try:
+                self.reference = serving.Reference(
+                    self.url, self.env, tree, name=f"{label}: the reference server")
+            except BaseException:
+                super().stop()
+                raise
         except BaseException:
             _drop_db(self.url)  # a failed load or start leaves no database behind
             raise
@@ -127,39 +136,39 @@ class Side(ServerProcess):
         return max(out) if out else None
 
     def stop(self):
+        if self.reference is not None:
+            self.reference.stop()
         super().stop()
         _drop_db(self.url)
 
 
 # ------------------------------------------------------------ workloads
-def _get(client, path):
+def _get(client, path, expect=None):
+    """(seconds, statements) of one GET; a candidates answer is then
+    checked against `expect` (complete.Expected), outside the time."""
     began = time.perf_counter()
-    client.conn = client.conn
     status, raw, headers = _raw(client, "GET", path)
     elapsed = time.perf_counter() - began
     if status != 200:
         raise RuntimeError(f"GET {path} answered {status}: {raw[:300]!r}")
+    if expect is not None:
+        expect.check(raw)
     return elapsed, headers.get(STATEMENTS)
 
 
 def _raw(client, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    if client.conn is None:
-        client._connect()
-    client.conn.request(method, client.prefix + path, body=data, headers=client.headers)
-    resp = client.conn.getresponse()
-    raw = resp.read()
-    return resp.status, raw, {k.lower(): v for k, v in resp.getheaders()}
+    return client.exchange(method, path, body)
 
 
-def latency(side, path, runs):
-    """Median wall ms, server CPU ms per request, statements per request."""
+def latency(side, path, runs, expect=None):
+    """Median wall ms, server CPU ms per request, statements per request.
+    Every answer, the untimed first one too, is checked against `expect`."""
     client = Client(side.http)
-    _get(client, path)
+    _get(client, path, expect)
     times, stmts = [], []
     cpu0 = side.cpu()
     for _ in range(runs):
-        elapsed, n = _get(client, path)
+        elapsed, n = _get(client, path, expect)
         times.append(elapsed)
         if n is not None:
             stmts.append(int(n))
@@ -168,7 +177,7 @@ def latency(side, path, runs):
             "stmts": statistics.median(stmts) if stmts else None}
 
 
-def after_write(side, path, runs, write=None):
+def after_write(side, path, runs, write=None, expect=None):
     """Latency of a candidates request made right after a write changing
     one provider's facts (its traits, alternately with and without
     STORAGE_DISK_SSD): each request finds its worker's copy behind the
@@ -189,12 +198,12 @@ def after_write(side, path, runs, write=None):
             raise RuntimeError(f"PUT {traits} answered {status}: {raw[:300]!r}")
 
     write = write or facts_write
-    _get(client, path)
+    _get(client, path, expect)
     times, stmts, cpu = [], [], 0.0
     for i in range(runs):
         write(client, i)
         cpu0 = side.cpu()
-        elapsed, n = _get(client, path)
+        elapsed, n = _get(client, path, expect)
         cpu += side.cpu() - cpu0
         times.append(elapsed)
         if n is not None:
@@ -215,23 +224,35 @@ def claim_write(client, i):
         raise RuntimeError(f"claim answered {status}: {raw[:300]!r}")
 
 
-def _tput_client(url, path, stop_at):
+def _tput_client(url, path, stop_at, expected):
+    """(answers, answers whose count is not `expected` (None: not
+    counted), one such count)."""
     client = Client(url)
-    done = 0
+    done, wrong, example = 0, 0, None
     while time.time() < stop_at:
-        status, _ = client.raw("GET", path)
-        done += status == 200
-    return done
+        status, raw = client.raw("GET", path)
+        if status == 200:
+            done += 1
+            if expected is not None:
+                got = complete.candidates_in(raw)
+                if got != expected:
+                    wrong, example = wrong + 1, got
+    return done, wrong, example
 
 
-def throughput(side, path, clients, seconds):
+def throughput(side, path, clients, seconds, expect=None):
     cpu0 = side.cpu()
     began = time.time()
+    expected = expect.count if expect is not None else None
     with ProcessPoolExecutor(max_workers=clients) as pool:
-        done = sum(pool.map(_tput_client, [side.http] * clients, [path] * clients,
-                            [began + seconds] * clients))
+        results = list(pool.map(_tput_client, [side.http] * clients, [path] * clients,
+                                [began + seconds] * clients, [expected] * clients))
     wall = time.time() - began
     cpu = side.cpu() - cpu0
+    done = sum(r[0] for r in results)
+    if expect is not None:
+        expect.tally(done, sum(r[1] for r in results),
+                     next((r[2] for r in results if r[1]), None))
     return {"rps": done / wall, "cpu_ms": 1000 * cpu / max(done, 1)}
 
 
@@ -384,15 +405,30 @@ def _sizes(args, wl):
     return sizes
 
 
-def run_one(side, kind, path, n, args):
+def run_one(side, name, kind, path, n, args, define=None):
+    """One round of workload `name` on `side`. A candidates workload's
+    answers are each checked against the count the side's reference
+    server gives (and `define`, the world's own count, where known) just
+    before them, and again just after: result["checked"] answers."""
+    if not (path or "").startswith("/allocation_candidates"):
+        return _run_one(side, kind, path, n, args, None)
+    expect = complete.Expected(f"{name} [{side.label} side]", side.reference,
+                               path, define)
+    result = _run_one(side, kind, path, n, args, expect)
+    expect.settle()
+    result["checked"] = expect.checked
+    return result
+
+
+def _run_one(side, kind, path, n, args, expect):
     if kind == "lat":
-        return latency(side, path, n)
+        return latency(side, path, n, expect)
     if kind == "write+lat":
-        return after_write(side, path, n)
+        return after_write(side, path, n, expect=expect)
     if kind == "claim+lat":
-        return after_write(side, path, n, claim_write)
+        return after_write(side, path, n, claim_write, expect=expect)
     if kind == "tput":
-        return throughput(side, path, args.clients, n)
+        return throughput(side, path, args.clients, n, expect)
     from bench.worlds import uid
     if kind == "race":
         # 10 fresh providers x 50 units per round, claims of 5: 100 fit;
@@ -459,6 +495,7 @@ def matrix(args):
         trees.insert(0, ("base", checkout(workdir, "base", args.compare, worktrees)))
     wl = workloads(args)
     rows = {}
+    checked = [0]
     started = time.time()
     machine = [runner.machine_ms()]
     port = args.port
@@ -483,18 +520,7 @@ def matrix(args):
                                       args.workers, args.threads, sizes))
                     print(f"# {label}: loaded {sides[-1].load_seconds}", file=sys.stderr)
                 for name, kind, path, n in items:
-                    per = {s.label: [] for s in sides}
-                    rounds = (args.rounds if kind in ("lat", "tput", "write+lat", "claim+lat")
-                              else args.rounds_writes)
-                    for rnd in range(rounds):
-                        order = sides if rnd % 2 == 0 else sides[::-1]
-                        for side in order:
-                            per[side.label].append(run_one(
-                                side, kind, path,
-                                (n / rounds if kind == "tput" else max(2, n // rounds))
-                                if n else None, args))
-                    rows[name] = {label: _merge(res) for label, res in per.items()}
-                    print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
+                    _rounds(sides, rows, checked, name, kind, path, n, args)
                 world = f"flat {big // 1000}k" if big else "1k worlds"
                 for side in sides:
                     rows.setdefault(f"RSS per worker process ({world})", {})[side.label] = {
@@ -508,7 +534,26 @@ def matrix(args):
     machine.append(runner.machine_ms())
     return {"machine_ms": machine, "db": args.db, "workers": args.workers, "threads": args.threads,
             "compare": args.compare, "new": args.new or "working tree", "minutes": round((time.time() - started) / 60, 1),
-            "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows}
+            "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows,
+            "answers_checked": checked[0]}
+
+
+def _rounds(sides, rows, checked, name, kind, path, n, args, define=None):
+    """Workload `name` in alternating rounds over `sides`, its row in
+    `rows`; the answers checked complete are added to checked[0]."""
+    per = {s.label: [] for s in sides}
+    rounds = (args.rounds if kind in ("lat", "tput", "write+lat", "claim+lat")
+              else args.rounds_writes)
+    for rnd in range(rounds):
+        order = sides if rnd % 2 == 0 else sides[::-1]
+        for side in order:
+            per[side.label].append(run_one(
+                side, name, kind, path,
+                (n / rounds if kind == "tput" else max(2, n // rounds))
+                if n else None, args, define))
+    checked[0] += sum(r.get("checked", 0) for res in per.values() for r in res)
+    rows[name] = {label: _merge(res) for label, res in per.items()}
+    print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
 
 
 def _fmt(v, unit=""):
@@ -532,7 +577,10 @@ def table(result) -> str:
              f"threads, load average {result['load_average']}"
              + (", reference work {} -> {} ms of CPU (bench/runner.py, "
                 "machine_ms)".format(*result["machine_ms"])
-                if result.get("machine_ms") else ""),
+                if result.get("machine_ms") else "")
+             + (f"; {result['answers_checked']} timed candidates answers, each "
+                "as many as the database holds (bench/complete.py)"
+                if result.get("answers_checked") else ""),
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, per in rows.items():
         cells = [name]
