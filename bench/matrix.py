@@ -23,7 +23,7 @@ import uuid as uuidlib
 from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlencode
 
-from bench import complete, runner, serving
+from bench import complete, grow, runner, serving
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -88,12 +88,15 @@ def _drop_db(url: str) -> None:
 class Side(ServerProcess):
     """One tree of code, its database and its server, and beside it a
     reference server over the same database that reads every fact from
-    it (bench/complete.py): what each timed answer is checked against."""
+    it (bench/complete.py): what each timed answer is checked against.
+    `sizes` are bulk-loaded before the server starts (none: it starts on
+    an empty database); `extra_env` adds to the server's environment."""
 
-    def __init__(self, label, tree, db, workdir, port, workers, threads, sizes):
+    def __init__(self, label, tree, db, workdir, port, workers, threads, sizes,
+                 extra_env=None):
         self.label, self.tree = label, tree
         self.env = dict(os.environ, PYTHONPATH=tree,
-                        PLACEMENT_LITE_COUNT_STATEMENTS="1")
+                        PLACEMENT_LITE_COUNT_STATEMENTS="1", **(extra_env or {}))
         self.reference = None
         self.url = _fresh_db(db, workdir, label)
         self.load_seconds = {}
@@ -379,6 +382,8 @@ def workloads(args):
         ("uncontended claims, 10 clients", "claims", None, None),
         ("load, providers/s", "load", None, None),
     ]
+    if args.grow:
+        wl.append(("grown through the API", "grow", None, None))
     if args.only:
         keep = [w.strip() for w in args.only.split(",")]
         wl = [w for w in wl if any(k in w[0] for k in keep)]
@@ -494,6 +499,8 @@ def matrix(args):
     if args.compare:
         trees.insert(0, ("base", checkout(workdir, "base", args.compare, worktrees)))
     wl = workloads(args)
+    grown = [w for w in wl if w[1] == "grow"]
+    wl = [w for w in wl if w[1] != "grow"]
     rows = {}
     checked = [0]
     started = time.time()
@@ -529,6 +536,8 @@ def matrix(args):
             finally:
                 for side in sides:
                     side.stop()
+        if grown:
+            _grown(trees, args, workdir, port, rows, checked)
     finally:
         remove_worktrees(worktrees)
     machine.append(runner.machine_ms())
@@ -554,6 +563,82 @@ def _rounds(sides, rows, checked, name, kind, path, n, args, define=None):
     checked[0] += sum(r.get("checked", 0) for res in per.values() for r in res)
     rows[name] = {label: _merge(res) for label, res in per.items()}
     print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
+
+
+def _grown(trees, args, workdir, port, rows, checked):
+    """Worlds grown through the API into running servers (bench/grow.py).
+
+    Each side's server starts on an empty database (with /metrics, to
+    reach every worker) and every worker answers a candidates request, so
+    each holds its copy of the facts. Then, step by step, a batch of
+    providers is written through the API from --threads clients, with no
+    read in between, and each worker's first read after it (which brings
+    its copy up to date with the whole batch) is timed; every worker
+    answers every query of the world once, each answer checked, before
+    the timed queries run in alternating rounds as elsewhere. Counts are
+    checked against the reference server and the world's definition."""
+    plan = grow.parse_plan(args.grow)
+    sides = []
+    try:
+        for label, tree in trees:
+            port += 1
+            db = args.base_db if label == "base" and args.base_db else args.db
+            sides.append(Side(label, tree, db, workdir, port, args.workers,
+                              args.threads, [],
+                              extra_env={"PLACEMENT_LITE_METRICS_ENABLED": "true"}))
+        worlds = {side.label: grow.GrownWorld() for side in sides}
+        warm = grow.path(grow.FLAT_QUERY)
+        for side in sides:
+            for w, client in sorted(grow.pin_workers(side.http, args.workers).items()):
+                _get(client, warm, complete.Expected(
+                    f"grown: warm-up read [{side.label} side, worker {w}]",
+                    side.reference, warm, 0))
+                checked[0] += 1
+        for k, step in enumerate(plan):
+            order = sides if k % 2 == 0 else sides[::-1]
+            total = worlds[sides[0].label].providers + step.providers
+            title = f"grown {step.label} (to {total})"
+            for side in order:
+                world = worlds[side.label]
+                cpu0 = side.cpu()
+                done = grow.grow(side.http, world, step, args.threads)
+                rows.setdefault(f"{title}: load, providers/s", {})[side.label] = {
+                    "median": step.providers / done["seconds"],
+                    "cpu_ms": 1000 * (side.cpu() - cpu0) / step.providers,
+                    "stmts": (statistics.median(done["stmts"])
+                              if any(done["stmts"]) else None), "unit": "/s"}
+            for side in order:
+                queries = worlds[side.label].queries(first=step)
+                first, cpu, stmts = [], 0.0, []
+                for w, client in sorted(grow.pin_workers(side.http, args.workers).items()):
+                    for j, (label, path, define) in enumerate(queries):
+                        expect = complete.Expected(
+                            f"{title}: {label}, first read after the batch "
+                            f"[{side.label} side, worker {w}]", side.reference, path, define)
+                        cpu0 = side.cpu()
+                        elapsed, n = _get(client, path, expect)
+                        checked[0] += 1
+                        if j == 0:
+                            first.append(elapsed)
+                            cpu += side.cpu() - cpu0
+                            stmts += [int(n)] if n is not None else []
+                rows.setdefault(f"{title}: first read of each worker, {queries[0][0]}",
+                                {})[side.label] = {
+                    "median": 1000 * statistics.median(first),
+                    "cpu_ms": 1000 * cpu / len(first),
+                    "stmts": statistics.median(stmts) if stmts else None, "unit": "ms"}
+            print(f"# {title}: " + json.dumps({
+                name: row for name, row in rows.items() if name.startswith(title)}),
+                file=sys.stderr)
+            for label, path, define in queries:
+                _rounds(sides, rows, checked, f"{title}: {label}", "lat", path,
+                        args.runs, args, define)
+        for side in sides:
+            rows.setdefault("RSS per worker process (grown worlds)", {})[side.label] = {
+                "median": side.rss_mb(), "unit": "MiB", "cpu_ms": None, "stmts": None}
+    finally:
+        for side in sides:
+            side.stop()
 
 
 def _fmt(v, unit=""):
@@ -623,6 +708,10 @@ def add_parser(sub):
     p.add_argument("--load", type=int, default=200, help="providers loaded over HTTP")
     p.add_argument("--usages", type=int, default=100000)
     p.add_argument("--big", type=int, default=0, help="also flat BIG (e.g. 100000)")
+    p.add_argument("--grow", default=grow.DEFAULT_PLAN,
+                   help="worlds grown through the API into running servers, one "
+                   "batch of writes per step: N flat providers or RxC (R roots "
+                   "of C children); '' for none (default %(default)s)")
     p.add_argument("--only", help="comma-separated name fragments of workloads")
     p.add_argument("--port", type=int, default=18900)
     p.add_argument("--workdir", default=None)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench import complete
+from bench import complete, grow
 
 
 def _answer(n, groups=("", "_allocations"), spaced=False):
@@ -92,3 +92,19 @@ def test_a_world_that_moved_under_the_timed_requests_stops_the_run():
     with pytest.raises(RuntimeError, match="moved"):
         expect.settle()
 
+
+def test_a_grown_world_knows_each_query_s_count():
+    plan = grow.parse_plan("600, 5x100,10x120")
+    assert plan == [grow.Step(flat=600), grow.Step(roots=5, children=100),
+                    grow.Step(roots=10, children=120)]
+    assert [s.providers for s in plan] == [600, 505, 1210]
+    world = grow.GrownWorld()
+    world.add(plan[0])
+    assert [(label, n) for label, _p, n in world.queries()] == [("flat, full", 600)]
+    world.add(plan[1])
+    assert [n for _l, _p, n in world.queries(first=plan[1])] == [500, 10, 600]
+    world.add(plan[2])
+    assert [n for _l, _p, n in world.queries(first=plan[2])] == [1000, 10, 600]
+    for bad in ("", "0", "5x0", "x5", "5x"):
+        with pytest.raises(ValueError):
+            grow.parse_plan(bad)
