@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 
-from bench import instructions, loader, matrix, runner, worlds
+from bench import complete, instructions, loader, matrix, runner, serving, worlds
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -72,18 +72,32 @@ def _suite(args):
         db.dispose()
         port += 1
         server = ServerProcess(db_url, port, workers, server_args)
+        reference = None
         try:
+            # Answers every timed query once from the database alone, with
+            # the same bound (bench/complete.py).
+            reference = serving.Reference(db_url, extra=server_args,
+                                           name=f"{name}: the reference server")
+
+            def expect(label, limit):
+                return complete.Expected(f"suite {name}: {label}", reference,
+                                         runner.candidates_path(shape, limit))
             results = {"providers": count, "workers": workers}
             for label, limit in queries:
+                check = expect(label, limit)
                 before = server.cpu()
-                results[label] = runner.time_query(server.http, shape, args.runs, limit)
+                results[label] = runner.time_query(server.http, shape, args.runs, limit,
+                                                   check)
                 results[label]["server_cpu_ms_per_query"] = round(
                     1000 * (server.cpu() - before)
                     / (args.runs + 1), 2)
+                check.settle()
             for label, limit in tput or ():
+                check = expect(label, limit)
                 before = server.cpu()
                 results[label] = runner.throughput(
-                    server.http, shape, args.clients, args.seconds, limit)
+                    server.http, shape, args.clients, args.seconds, limit, check)
+                check.settle()
                 used = server.cpu() - before
                 # Server CPU per query: what the 2 cores could serve were the
                 # load generator and everything else elsewhere.
@@ -93,6 +107,8 @@ def _suite(args):
                 results["claims"] = runner.claims(server.http, claim, args.per_client)
             results["peak_rss_mb"] = runner.peak_rss_mb(server.pids())
         finally:
+            if reference is not None:
+                reference.stop()
             server.stop()
         out[name] = results
         print(json.dumps({name: results}), file=sys.stderr)
@@ -157,6 +173,16 @@ def main(argv=None):
     matrix.add_parser(sub)
     instructions.add_parser(sub)
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except complete.Incomplete as exc:
+        # A figure timed over a wrong answer is no figure: no table, no JSON.
+        print(f"\n{exc}\nThe run stopped: a timed answer was not what the "
+              "database holds.", file=sys.stderr)
+        return 3
+
+
+def _run(args):
     if args.command == "instructions":
         print(instructions.table(instructions.instructions(args)))
         return 0

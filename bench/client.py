@@ -43,6 +43,17 @@ class Client:
                     raise
                 time.sleep(0.05)
 
+    def exchange(self, method: str, path: str, body=None):
+        """(status, body bytes, headers with lower-case names), in one
+        attempt: a write is never sent twice."""
+        data = json.dumps(body).encode() if body is not None else None
+        if self.conn is None:
+            self._connect()
+        self.conn.request(method, self.prefix + path, body=data, headers=self.headers)
+        resp = self.conn.getresponse()
+        raw = resp.read()
+        return resp.status, raw, {k.lower(): v for k, v in resp.getheaders()}
+
     def get(self, path):
         return self.request("GET", path)
 

@@ -23,7 +23,7 @@ import uuid as uuidlib
 from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlencode
 
-from bench import runner
+from bench import complete, grow, runner, serving
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -86,12 +86,18 @@ def _drop_db(url: str) -> None:
 
 
 class Side(ServerProcess):
-    """One tree of code, its database and its server."""
+    """One tree of code, its database and its server, and beside it a
+    reference server over the same database that reads every fact from
+    it (bench/complete.py): what each timed answer is checked against.
+    `sizes` are bulk-loaded before the server starts (none: it starts on
+    an empty database); `extra_env` adds to the server's environment."""
 
-    def __init__(self, label, tree, db, workdir, port, workers, threads, sizes):
+    def __init__(self, label, tree, db, workdir, port, workers, threads, sizes,
+                 extra_env=None):
         self.label, self.tree = label, tree
         self.env = dict(os.environ, PYTHONPATH=tree,
-                        PLACEMENT_LITE_COUNT_STATEMENTS="1")
+                        PLACEMENT_LITE_COUNT_STATEMENTS="1", **(extra_env or {}))
+        self.reference = None
         self.url = _fresh_db(db, workdir, label)
         self.load_seconds = {}
         self.race_rounds = 0
@@ -105,6 +111,12 @@ class Side(ServerProcess):
                     time.monotonic() - began, 1)
             super().__init__(self.url, port, workers, ("--threads", str(threads)),
                              env=self.env, cwd=tree, name=f"{label}: the server")
+            try:
+                self.reference = serving.Reference(
+                    self.url, self.env, tree, name=f"{label}: the reference server")
+            except BaseException:
+                super().stop()
+                raise
         except BaseException:
             _drop_db(self.url)  # a failed load or start leaves no database behind
             raise
@@ -127,39 +139,39 @@ class Side(ServerProcess):
         return max(out) if out else None
 
     def stop(self):
+        if self.reference is not None:
+            self.reference.stop()
         super().stop()
         _drop_db(self.url)
 
 
 # ------------------------------------------------------------ workloads
-def _get(client, path):
+def _get(client, path, expect=None):
+    """(seconds, statements) of one GET; a candidates answer is then
+    checked against `expect` (complete.Expected), outside the time."""
     began = time.perf_counter()
-    client.conn = client.conn
     status, raw, headers = _raw(client, "GET", path)
     elapsed = time.perf_counter() - began
     if status != 200:
         raise RuntimeError(f"GET {path} answered {status}: {raw[:300]!r}")
+    if expect is not None:
+        expect.check(raw)
     return elapsed, headers.get(STATEMENTS)
 
 
 def _raw(client, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    if client.conn is None:
-        client._connect()
-    client.conn.request(method, client.prefix + path, body=data, headers=client.headers)
-    resp = client.conn.getresponse()
-    raw = resp.read()
-    return resp.status, raw, {k.lower(): v for k, v in resp.getheaders()}
+    return client.exchange(method, path, body)
 
 
-def latency(side, path, runs):
-    """Median wall ms, server CPU ms per request, statements per request."""
+def latency(side, path, runs, expect=None):
+    """Median wall ms, server CPU ms per request, statements per request.
+    Every answer, the untimed first one too, is checked against `expect`."""
     client = Client(side.http)
-    _get(client, path)
+    _get(client, path, expect)
     times, stmts = [], []
     cpu0 = side.cpu()
     for _ in range(runs):
-        elapsed, n = _get(client, path)
+        elapsed, n = _get(client, path, expect)
         times.append(elapsed)
         if n is not None:
             stmts.append(int(n))
@@ -168,7 +180,7 @@ def latency(side, path, runs):
             "stmts": statistics.median(stmts) if stmts else None}
 
 
-def after_write(side, path, runs, write=None):
+def after_write(side, path, runs, write=None, expect=None):
     """Latency of a candidates request made right after a write changing
     one provider's facts (its traits, alternately with and without
     STORAGE_DISK_SSD): each request finds its worker's copy behind the
@@ -189,12 +201,12 @@ def after_write(side, path, runs, write=None):
             raise RuntimeError(f"PUT {traits} answered {status}: {raw[:300]!r}")
 
     write = write or facts_write
-    _get(client, path)
+    _get(client, path, expect)
     times, stmts, cpu = [], [], 0.0
     for i in range(runs):
         write(client, i)
         cpu0 = side.cpu()
-        elapsed, n = _get(client, path)
+        elapsed, n = _get(client, path, expect)
         cpu += side.cpu() - cpu0
         times.append(elapsed)
         if n is not None:
@@ -215,23 +227,35 @@ def claim_write(client, i):
         raise RuntimeError(f"claim answered {status}: {raw[:300]!r}")
 
 
-def _tput_client(url, path, stop_at):
+def _tput_client(url, path, stop_at, expected):
+    """(answers, answers whose count is not `expected` (None: not
+    counted), one such count)."""
     client = Client(url)
-    done = 0
+    done, wrong, example = 0, 0, None
     while time.time() < stop_at:
-        status, _ = client.raw("GET", path)
-        done += status == 200
-    return done
+        status, raw = client.raw("GET", path)
+        if status == 200:
+            done += 1
+            if expected is not None:
+                got = complete.candidates_in(raw)
+                if got != expected:
+                    wrong, example = wrong + 1, got
+    return done, wrong, example
 
 
-def throughput(side, path, clients, seconds):
+def throughput(side, path, clients, seconds, expect=None):
     cpu0 = side.cpu()
     began = time.time()
+    expected = expect.count if expect is not None else None
     with ProcessPoolExecutor(max_workers=clients) as pool:
-        done = sum(pool.map(_tput_client, [side.http] * clients, [path] * clients,
-                            [began + seconds] * clients))
+        results = list(pool.map(_tput_client, [side.http] * clients, [path] * clients,
+                                [began + seconds] * clients, [expected] * clients))
     wall = time.time() - began
     cpu = side.cpu() - cpu0
+    done = sum(r[0] for r in results)
+    if expect is not None:
+        expect.tally(done, sum(r[1] for r in results),
+                     next((r[2] for r in results if r[1]), None))
     return {"rps": done / wall, "cpu_ms": 1000 * cpu / max(done, 1)}
 
 
@@ -358,6 +382,8 @@ def workloads(args):
         ("uncontended claims, 10 clients", "claims", None, None),
         ("load, providers/s", "load", None, None),
     ]
+    if args.grow:
+        wl.append(("grown through the API", "grow", None, None))
     if args.only:
         keep = [w.strip() for w in args.only.split(",")]
         wl = [w for w in wl if any(k in w[0] for k in keep)]
@@ -384,15 +410,30 @@ def _sizes(args, wl):
     return sizes
 
 
-def run_one(side, kind, path, n, args):
+def run_one(side, name, kind, path, n, args, define=None):
+    """One round of workload `name` on `side`. A candidates workload's
+    answers are each checked against the count the side's reference
+    server gives (and `define`, the world's own count, where known) just
+    before them, and again just after: result["checked"] answers."""
+    if not (path or "").startswith("/allocation_candidates"):
+        return _run_one(side, kind, path, n, args, None)
+    expect = complete.Expected(f"{name} [{side.label} side]", side.reference,
+                               path, define)
+    result = _run_one(side, kind, path, n, args, expect)
+    expect.settle()
+    result["checked"] = expect.checked
+    return result
+
+
+def _run_one(side, kind, path, n, args, expect):
     if kind == "lat":
-        return latency(side, path, n)
+        return latency(side, path, n, expect)
     if kind == "write+lat":
-        return after_write(side, path, n)
+        return after_write(side, path, n, expect=expect)
     if kind == "claim+lat":
-        return after_write(side, path, n, claim_write)
+        return after_write(side, path, n, claim_write, expect=expect)
     if kind == "tput":
-        return throughput(side, path, args.clients, n)
+        return throughput(side, path, args.clients, n, expect)
     from bench.worlds import uid
     if kind == "race":
         # 10 fresh providers x 50 units per round, claims of 5: 100 fit;
@@ -458,7 +499,10 @@ def matrix(args):
     if args.compare:
         trees.insert(0, ("base", checkout(workdir, "base", args.compare, worktrees)))
     wl = workloads(args)
+    grown = [w for w in wl if w[1] == "grow"]
+    wl = [w for w in wl if w[1] != "grow"]
     rows = {}
+    checked = [0]
     started = time.time()
     machine = [runner.machine_ms()]
     port = args.port
@@ -483,18 +527,7 @@ def matrix(args):
                                       args.workers, args.threads, sizes))
                     print(f"# {label}: loaded {sides[-1].load_seconds}", file=sys.stderr)
                 for name, kind, path, n in items:
-                    per = {s.label: [] for s in sides}
-                    rounds = (args.rounds if kind in ("lat", "tput", "write+lat", "claim+lat")
-                              else args.rounds_writes)
-                    for rnd in range(rounds):
-                        order = sides if rnd % 2 == 0 else sides[::-1]
-                        for side in order:
-                            per[side.label].append(run_one(
-                                side, kind, path,
-                                (n / rounds if kind == "tput" else max(2, n // rounds))
-                                if n else None, args))
-                    rows[name] = {label: _merge(res) for label, res in per.items()}
-                    print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
+                    _rounds(sides, rows, checked, name, kind, path, n, args)
                 world = f"flat {big // 1000}k" if big else "1k worlds"
                 for side in sides:
                     rows.setdefault(f"RSS per worker process ({world})", {})[side.label] = {
@@ -503,12 +536,109 @@ def matrix(args):
             finally:
                 for side in sides:
                     side.stop()
+        if grown:
+            _grown(trees, args, workdir, port, rows, checked)
     finally:
         remove_worktrees(worktrees)
     machine.append(runner.machine_ms())
     return {"machine_ms": machine, "db": args.db, "workers": args.workers, "threads": args.threads,
             "compare": args.compare, "new": args.new or "working tree", "minutes": round((time.time() - started) / 60, 1),
-            "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows}
+            "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows,
+            "answers_checked": checked[0]}
+
+
+def _rounds(sides, rows, checked, name, kind, path, n, args, define=None):
+    """Workload `name` in alternating rounds over `sides`, its row in
+    `rows`; the answers checked complete are added to checked[0]."""
+    per = {s.label: [] for s in sides}
+    rounds = (args.rounds if kind in ("lat", "tput", "write+lat", "claim+lat")
+              else args.rounds_writes)
+    for rnd in range(rounds):
+        order = sides if rnd % 2 == 0 else sides[::-1]
+        for side in order:
+            per[side.label].append(run_one(
+                side, name, kind, path,
+                (n / rounds if kind == "tput" else max(2, n // rounds))
+                if n else None, args, define))
+    checked[0] += sum(r.get("checked", 0) for res in per.values() for r in res)
+    rows[name] = {label: _merge(res) for label, res in per.items()}
+    print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
+
+
+def _grown(trees, args, workdir, port, rows, checked):
+    """Worlds grown through the API into running servers (bench/grow.py).
+
+    Each side's server starts on an empty database (with /metrics, to
+    reach every worker) and every worker answers a candidates request, so
+    each holds its copy of the facts. Then, step by step, a batch of
+    providers is written through the API from --threads clients, with no
+    read in between, and each worker's first read after it (which brings
+    its copy up to date with the whole batch) is timed; every worker
+    answers every query of the world once, each answer checked, before
+    the timed queries run in alternating rounds as elsewhere. Counts are
+    checked against the reference server and the world's definition."""
+    plan = grow.parse_plan(args.grow)
+    sides = []
+    try:
+        for label, tree in trees:
+            port += 1
+            db = args.base_db if label == "base" and args.base_db else args.db
+            sides.append(Side(label, tree, db, workdir, port, args.workers,
+                              args.threads, [],
+                              extra_env={"PLACEMENT_LITE_METRICS_ENABLED": "true"}))
+        worlds = {side.label: grow.GrownWorld() for side in sides}
+        warm = grow.path(grow.FLAT_QUERY)
+        for side in sides:
+            for w, client in sorted(grow.pin_workers(side.http, args.workers).items()):
+                _get(client, warm, complete.Expected(
+                    f"grown: warm-up read [{side.label} side, worker {w}]",
+                    side.reference, warm, 0))
+                checked[0] += 1
+        for k, step in enumerate(plan):
+            order = sides if k % 2 == 0 else sides[::-1]
+            total = worlds[sides[0].label].providers + step.providers
+            title = f"grown {step.label} (to {total})"
+            for side in order:
+                world = worlds[side.label]
+                cpu0 = side.cpu()
+                done = grow.grow(side.http, world, step, args.threads)
+                rows.setdefault(f"{title}: load, providers/s", {})[side.label] = {
+                    "median": step.providers / done["seconds"],
+                    "cpu_ms": 1000 * (side.cpu() - cpu0) / step.providers,
+                    "stmts": (statistics.median(done["stmts"])
+                              if any(done["stmts"]) else None), "unit": "/s"}
+            for side in order:
+                queries = worlds[side.label].queries(first=step)
+                first, cpu, stmts = [], 0.0, []
+                for w, client in sorted(grow.pin_workers(side.http, args.workers).items()):
+                    for j, (label, path, define) in enumerate(queries):
+                        expect = complete.Expected(
+                            f"{title}: {label}, first read after the batch "
+                            f"[{side.label} side, worker {w}]", side.reference, path, define)
+                        cpu0 = side.cpu()
+                        elapsed, n = _get(client, path, expect)
+                        checked[0] += 1
+                        if j == 0:
+                            first.append(elapsed)
+                            cpu += side.cpu() - cpu0
+                            stmts += [int(n)] if n is not None else []
+                rows.setdefault(f"{title}: first read of each worker, {queries[0][0]}",
+                                {})[side.label] = {
+                    "median": 1000 * statistics.median(first),
+                    "cpu_ms": 1000 * cpu / len(first),
+                    "stmts": statistics.median(stmts) if stmts else None, "unit": "ms"}
+            print(f"# {title}: " + json.dumps({
+                name: row for name, row in rows.items() if name.startswith(title)}),
+                file=sys.stderr)
+            for label, path, define in queries:
+                _rounds(sides, rows, checked, f"{title}: {label}", "lat", path,
+                        args.runs, args, define)
+        for side in sides:
+            rows.setdefault("RSS per worker process (grown worlds)", {})[side.label] = {
+                "median": side.rss_mb(), "unit": "MiB", "cpu_ms": None, "stmts": None}
+    finally:
+        for side in sides:
+            side.stop()
 
 
 def _fmt(v, unit=""):
@@ -532,7 +662,10 @@ def table(result) -> str:
              f"threads, load average {result['load_average']}"
              + (", reference work {} -> {} ms of CPU (bench/runner.py, "
                 "machine_ms)".format(*result["machine_ms"])
-                if result.get("machine_ms") else ""),
+                if result.get("machine_ms") else "")
+             + (f"; {result['answers_checked']} timed candidates answers, each "
+                "as many as the database holds (bench/complete.py)"
+                if result.get("answers_checked") else ""),
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, per in rows.items():
         cells = [name]
@@ -575,6 +708,10 @@ def add_parser(sub):
     p.add_argument("--load", type=int, default=200, help="providers loaded over HTTP")
     p.add_argument("--usages", type=int, default=100000)
     p.add_argument("--big", type=int, default=0, help="also flat BIG (e.g. 100000)")
+    p.add_argument("--grow", default=grow.DEFAULT_PLAN,
+                   help="worlds grown through the API into running servers, one "
+                   "batch of writes per step: N flat providers or RxC (R roots "
+                   "of C children); '' for none (default %(default)s)")
     p.add_argument("--only", help="comma-separated name fragments of workloads")
     p.add_argument("--port", type=int, default=18900)
     p.add_argument("--workdir", default=None)

@@ -2,6 +2,7 @@
 claims with the capacity-invariant check afterwards."""
 from __future__ import annotations
 
+import json
 import statistics
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -9,7 +10,7 @@ import time
 import uuid as uuidlib
 from urllib.parse import urlencode
 
-from bench import loader
+from bench import complete, loader
 from bench.client import Client
 
 FLAT_QUERY = {"resources": "VCPU:1,MEMORY_MB:256,DISK_GB:10",
@@ -37,16 +38,23 @@ def _pct(values, q):
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def time_query(url: str, shape: str, runs: int = 20, limit=None) -> dict:
+def time_query(url: str, shape: str, runs: int = 20, limit=None, expect=None) -> dict:
+    """`expect` (bench/complete.py's Expected): every answer is checked
+    to hold as many candidates as the database does."""
     client = Client(url)
     path = candidates_path(shape, limit)
     client.get(path)  # warm caches and the connection
     times = []
     count = summaries = None
     for _ in range(runs):
-        elapsed, status, body = client.timed_get(path)
+        began = time.perf_counter()
+        status, raw = client.raw("GET", path)
+        elapsed = time.perf_counter() - began
         if status != 200:
-            raise RuntimeError(f"GET {path} answered {status}: {body}")
+            raise RuntimeError(f"GET {path} answered {status}: {raw[:300]!r}")
+        if expect is not None:
+            expect.check(raw)
+        body = json.loads(raw)
         times.append(elapsed)
         count = len(body["allocation_requests"])
         summaries = len(body["provider_summaries"])
@@ -56,35 +64,42 @@ def time_query(url: str, shape: str, runs: int = 20, limit=None) -> dict:
             "p95_ms": round(1000 * _pct(times, 0.95), 2)}
 
 
-def _client_loop(url: str, path: str, stop_at: float):
+def _client_loop(url: str, path: str, stop_at: float, expected=None):
     """One load-generating client (run in its own process, so clients do
-    not share one interpreter lock with each other)."""
+    not share one interpreter lock with each other). Answers whose count
+    of candidates is not `expected` are counted (one such count kept)."""
     client = Client(url)
-    done, errors, latencies = 0, 0, []
+    done, errors, latencies, wrong, example = 0, 0, [], 0, None
     while time.time() < stop_at:
-        # Unparsed: the clients share the machine with the server, and
-        # parsing every answer would take CPU from it.
+        # Unparsed (counted in the bytes): the clients share the machine
+        # with the server, and parsing every answer would take CPU from it.
         began = time.perf_counter()
-        status, _ = client.raw("GET", path)
+        status, raw = client.raw("GET", path)
         elapsed = time.perf_counter() - began
         if status == 200:
             done += 1
             latencies.append(elapsed)
+            if expected is not None and complete.candidates_in(raw) != expected:
+                wrong, example = wrong + 1, complete.candidates_in(raw)
         else:
             errors += 1
-    return done, errors, latencies
+    return done, errors, latencies, wrong, example
 
 
 def throughput(url: str, shape: str, clients: int = 10, seconds: float = 10.0,
-               limit=None) -> dict:
+               limit=None, expect=None) -> dict:
     path = candidates_path(shape, limit)
     start = time.time()
     stop_at = start + seconds
+    expected = expect.count if expect is not None else None
     with ProcessPoolExecutor(max_workers=clients) as pool:
         results = list(pool.map(_client_loop, [url] * clients, [path] * clients,
-                                [stop_at] * clients))
+                                [stop_at] * clients, [expected] * clients))
     wall = time.time() - start
     done = sum(r[0] for r in results)
+    if expect is not None:
+        expect.tally(done, sum(r[3] for r in results),
+                     next((r[4] for r in results if r[3]), None))
     latencies = [x for r in results for x in r[2]]
     return {"shape": shape, "limit": limit, "clients": clients,
             "seconds": round(wall, 2), "queries": done,

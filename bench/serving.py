@@ -1,21 +1,41 @@
-"""`placement-lite serve` in a child process, for the suite and the matrix."""
+"""`placement-lite serve` in a child process, for the suite and the
+matrix; and a reference server beside one (bench/complete.py)."""
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
 
-from bench import runner
+from bench import complete, runner
 from bench.client import Client
+
+# The tree this bench/ belongs to: a server started without an `env` of
+# its own runs this tree's placement_lite, not whichever one the
+# interpreter would otherwise import (an editable install of another
+# checkout, say).
+TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tree_env(tree=TREE, base=None, **extra):
+    """`base` (the environment) with `tree` first on PYTHONPATH, plus
+    `extra` variables."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [tree] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                  if p and p != tree])
+    env.update(extra)
+    return env
 
 
 class ServerProcess:
     """A server on 127.0.0.1:`port`, ready once /healthcheck answers 200.
 
     `env` and `cwd` choose the code it runs (the matrix starts each side
-    with its own tree on PYTHONPATH); `extra` goes on the command line.
+    with its own tree on PYTHONPATH; without them, this bench's own tree);
+    `extra` goes on the command line.
     """
 
     def __init__(self, db_url, port, workers=1, extra=(), env=None, cwd=None,
@@ -34,7 +54,8 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "placement_lite.cli", "serve", "--db", db_url,
              "--port", str(port), "--workers", str(workers),
-             "--log-level", "WARNING", *extra], env=env, cwd=cwd,
+             "--log-level", "WARNING", *extra],
+            env=tree_env() if env is None else env, cwd=cwd or TREE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -71,3 +92,30 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Reference(ServerProcess):
+    """A server of one worker over another server's database that reads
+    every fact from the database (PLACEMENT_LITE_FACTS_IN_MEMORY=false):
+    what the database holds, asked of the same code's SQL path. Give it
+    the `extra` arguments bounding answers that the server under test has
+    (--max-allocation-candidates), so both answer to the same bound."""
+
+    def __init__(self, db_url, env=None, cwd=None, extra=(), name="the reference server"):
+        env = dict(tree_env() if env is None else env,
+                   PLACEMENT_LITE_FACTS_IN_MEMORY="false")
+        super().__init__(db_url, free_port(), 1, extra, env=env, cwd=cwd, name=name)
+        self.client = Client(self.http)
+
+    def count(self, path: str) -> int:
+        status, raw = self.client.raw("GET", path)
+        if status != 200:
+            raise RuntimeError(f"the reference server answered GET {path} with "
+                               f"{status}: {raw[:300]!r}")
+        return complete.candidates_in(raw)
