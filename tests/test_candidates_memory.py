@@ -23,6 +23,7 @@ import pytest
 from placement_lite.app import create_app
 from placement_lite.api.provider_filters import query_dialect
 from placement_lite.api.versions import Version
+from placement_lite.candidates import by_tree as by_tree_module
 from placement_lite.candidates import engine, facts_cache, snapshot
 from placement_lite.candidates.kept import Kept
 from placement_lite.candidates.memory import _most_used
@@ -436,14 +437,14 @@ def test_a_summary_shown_again_follows_its_providers_usage(apps):
     assert used() == used() == {one: 0, other: 0}
 
 
-# -- a full answer kept tree by tree (engine.tree_parts) -----------------------
+# -- a full answer kept tree by tree (by_tree.tree_parts) ----------------------
 
 @pytest.fixture
 def by_tree(monkeypatch):
-    """What engine.tree_parts did: how many answers it gave (None: the
+    """What by_tree.tree_parts did: how many answers it gave (None: the
     request was searched as usual) and which trees each walked."""
     seen = {"answers": 0, "walked": []}
-    real_parts, real_candidates = engine.tree_parts, engine.Search.candidates
+    real_parts, real_candidates = by_tree_module.tree_parts, engine.Search.candidates
 
     def parts(*args, **kwargs):
         out = real_parts(*args, **kwargs)
@@ -455,7 +456,7 @@ def by_tree(monkeypatch):
             seen["walked"].append(list(self.trees))
         return real_candidates(self)
 
-    monkeypatch.setattr(engine, "tree_parts", parts)
+    monkeypatch.setattr(by_tree_module, "tree_parts", parts)
     monkeypatch.setattr(engine.Search, "candidates", candidates)
     return seen
 
@@ -523,9 +524,12 @@ def test_only_the_trees_whose_usage_changed_are_walked_again(apps, by_tree):
     assert walked() == [1]
     assert wsgi(sql, "DELETE", f"/allocations/{_consumers_of(sql, flat[0])[0]}")[0] == 204
     assert answer() == everything and walked() == [1]
-    # Another microversion's format is kept apart.
-    assert answer("1.29") == everything and walked() == [4]
-    assert by_tree["answers"] == 7
+    # Another microversion's format renders the same parts; one asking
+    # for other summaries (before 1.29: the providers allocated from, not
+    # whole trees) has parts of its own.
+    assert answer("1.29") == everything and walked() == []
+    assert answer("1.17") == everything and walked() == [4]
+    assert by_tree["answers"] == 8
 
 
 def test_a_bounded_answer_kept_by_tree_walks_no_further_than_its_bound(
@@ -568,17 +572,11 @@ def test_a_claim_does_not_widen_a_bounded_answers_scan(db, apps):
                                     query_dialect(Version.parse("1.39")))
     cache = FactsCache()
 
-    def render(result):
-        parts: dict = {}
-        for cand in result.candidates:
-            parts.setdefault(result.roots[cand.providers[0]], []).append(cand)
-        return {root: (tuple(cands), "") for root, cands in parts.items()}
-
     def scanned():
         with db.read() as conn:
             snap = cache.current(conn)
-            parts = engine.tree_parts(conn, query, snap, ("test",), render, 3, cache.kept)
-        assert sum(len(p[0]) for p in parts) == 3
+            parts = by_tree_module.tree_parts(conn, query, snap, 3, cache.kept)
+        assert sum(len(p.candidates) for p in parts.parts) == 3
         (kept,) = [v for k, v in cache.kept.shapes() if k[0] == "answer by tree"]
         return kept.note
 

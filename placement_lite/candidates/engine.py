@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import bisect
 import random
-from itertools import islice
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -138,8 +137,10 @@ class Search:
     def result(self, found: list) -> "Result":
         """`found`, candidates of this search, with what renders them."""
         names = {rc: name for name, rc in self.plan.lookups.rc_ids.items()}
-        memory = self.reader if isinstance(self.reader, MemoryReader) else None
-        return Result(found, self.uuids, self.roots, names, self.alone, memory)
+        if isinstance(self.reader, MemoryReader):
+            return Result(found, self.uuids, self.roots, names, self.alone,
+                          self.reader.snap, self.reader.used, self.reader.read_used)
+        return Result(found, self.uuids, self.roots, names, self.alone)
 
     def _candidate(self, chosen) -> Candidate:
         if chosen and chosen.count(chosen[0]) == len(chosen):
@@ -197,6 +198,19 @@ def resolve(conn: Connection, req: CandidateRequest,
     return Lookups(rc_ids, trait_ids, agg_ids, tree_roots)
 
 
+def allocating(candidates) -> set:
+    """The providers the candidates allocate from."""
+    used = set()
+    for cand in candidates:
+        rps = cand.providers
+        allocating = cand.layout.allocating
+        if len(allocating) == len(rps):
+            used.update(rps)
+        else:
+            used.update(rps[pos] for pos in allocating)
+    return used
+
+
 @dataclass
 class Result:
     candidates: list  # of Candidate, provider ids
@@ -204,9 +218,30 @@ class Result:
     roots: dict  # provider id -> root id
     class_names: dict = field(default_factory=dict)  # class id -> name
     alone: set = field(default_factory=set)  # providers alone in their tree
-    # The reader over the process's copy of the facts, when the search
-    # used one: the summaries come from it too.
-    memory: Optional[MemoryReader] = None
+    # Over the process's copy of the facts: the copy, the `used` read for
+    # it ((provider, class) -> used; absent: 0), and how to read more.
+    snapshot: Optional[Snapshot] = None
+    used: Optional[dict] = None
+    _read_used: Optional[Callable] = field(default=None, repr=False)
+    # Filled by answer() for the API to show: the providers summarised,
+    # as Summary values read from SQL, or (over the copy) as ids whose
+    # facts are the copy's and whose `used` is in `used`.
+    summaries: Optional[list] = None
+    shown: Optional[list] = None
+
+    def summary_ids(self, whole_trees: bool) -> list:
+        """Over the copy: the ids of the providers to summarise (those the
+        candidates allocate from, or their whole trees), ascending, their
+        `used` read."""
+        snap = self.snapshot
+        used = allocating(self.candidates)
+        if whole_trees:
+            members = snap.members
+            ids = sorted(rp for root in {snap.root[p] for p in used} for rp in members[root])
+        else:
+            ids = sorted(used)
+        self._read_used(ids)
+        return ids
 
 
 def bound_of(req: CandidateRequest, max_candidates: int = 0,
@@ -244,220 +279,3 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
     if randomize and req.limit and len(found) > req.limit:
         found = random.sample(found, req.limit)
     return search.result(found)
-
-
-# A full answer kept tree by tree for at most this many trees (beyond,
-# each request works the answer out whole, as a bounded one does).
-TREES_KEPT = combiner.REMEMBERED_TREES
-
-
-class _Steps(Observer):
-    """The combination work each tree's walk took, from the budget's
-    count as each tree is done."""
-
-    def __init__(self, budget: combiner.Budget):
-        self.budget = budget
-        self.done = 0
-        self.per_tree: dict = {}
-
-    def tree_combined(self, anchor: int, found: int, older_rule: int) -> None:
-        self.per_tree[anchor] = self.budget.work - self.done
-        self.done = self.budget.work
-
-
-def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
-               shape: tuple, render, bound: Optional[int] = None,
-               kept: Optional[KeptCache] = None) -> Optional[list]:
-    """An answer over the process's copy of the facts as each tree's part
-    of it, in the order of the trees (those without candidates left
-    out), up to `bound` candidates (None: all).
-
-    `render(result)` turns a Result into {root id: (each candidate's
-    text, the summaries' text)} for the trees it holds candidates of;
-    `shape` names the request and the format of the parts (the query
-    string and microversion, say). A tree's candidates depend on its
-    facts and on the `used` of its inventory alone when no provider
-    shares (a candidate never leaves its tree), so its part is kept with
-    the copy (per request and shape, by tree, as its walks are:
-    kept.Kept, in `kept`) beside that usage, and given again while the usage
-    read now is the same. Only the trees whose usage changed since are
-    walked again: after a claim, one.
-
-    None where this does not apply, for the caller to search as usual:
-    with sharing providers, with more than TREES_KEPT trees, when the
-    budget of combination work would stop the answer short (a search
-    stops it alike), or when `bound` falls within a tree's candidates
-    before microversion 1.29 (the summaries would be of the candidates
-    given, not of the tree).
-    """
-    if snapshot.sharing or len(snapshot.roots) > TREES_KEPT:
-        return None
-    lookups = resolve(conn, req, snapshot)
-    if lookups is None:
-        return []
-    try:
-        return _TreeAnswer(conn, req, lookups, snapshot, shape, render, bound,
-                           kept).parts()
-    except _NoParts:
-        return None
-
-
-class _NoParts(Exception):
-    """This answer cannot be made of kept parts (tree_parts returns None)."""
-
-
-class _TreeAnswer:
-    """One request's answer made of the parts kept by tree (tree_parts)."""
-
-    def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups,
-                 snapshot: Snapshot, shape: tuple, render, bound: Optional[int],
-                 kept: Optional[KeptCache]):
-        self.req, self.snap, self.render, self.bound = req, snapshot, render, bound
-        self.budget = combiner.Budget()
-        self.steps = _Steps(self.budget)
-        self.search = Search(conn, req, lookups, None, self.steps, self.budget, snapshot,
-                             kept=kept)
-        self.reader = self.search.reader
-        self.kept = kept_for(kept, snapshot,
-                             ("answer by tree", shape, self.search.plan.shape), by_tree=True)
-        self.usage_keys = kept_for(kept, snapshot, ("usage keys",), by_tree=True)
-        self.given = 0  # candidates in the answer so far
-        self.work = 0  # combination steps the answer's trees took
-
-    def parts(self) -> list:
-        roots, members = self.snap.roots, self.snap.members
-        # Trees per `used` read: all; or as many as the last answer of this
-        # shape went through, and an eighth more (or, first, a quarter more
-        # than the bound: each tree gives one candidate or more, or none),
-        # then doubling: a repeated request reads its usage in one statement.
-        scanned = self.kept.note
-        if self.bound is None:
-            size = len(roots)
-        elif scanned is None:
-            size = max(MIN_SPAN, self.bound + self.bound // 4)
-        else:
-            size = max(MIN_SPAN, scanned + scanned // 8)
-        if size >= len(roots):
-            # Every tree's usage is read: in one statement, by range.
-            self.reader.read_all_used()
-        out: list = []
-        at = 0
-        while at < len(roots):
-            trees = roots[at:at + size]
-            size = min(2 * size, MAX_RUN)
-            if not self.reader.all_read:
-                self.reader.read_used([rp for tree in trees for rp in members[tree]])
-            i = 0
-            while i < len(trees):
-                entries, i = self._scan(trees, i)
-                if self._give(entries, out):
-                    self.kept.note = at + i
-                    return self._within_budget(out)
-            at += len(trees)
-        self.kept.note = len(roots)
-        return self._within_budget(out)
-
-    def _within_budget(self, out: list) -> list:
-        """`out`, unless its trees' walks took more than a request's
-        budget: a search would have stopped short, and does so again."""
-        if self.work > self.budget.request_steps:
-            raise _NoParts
-        return out
-
-    def _scan(self, trees: list, i: int) -> tuple:
-        """From trees[i] on, in order, until the trees kept (or, stale,
-        what they gave last) give what the bound asks: each tree's entry
-        (usage, part or None, walk steps), the stale ones walked again;
-        and where the scan stopped. An entry is None for a tree past a
-        bound met within the walk, which was not walked."""
-        used, bound = self.reader.used.get, self.bound
-        keys_of, known, kept = self.usage_keys.get, self.kept.get, self.kept
-        entries = []  # (root, kept entry, or None if stale)
-        stale = []  # (root, its usage now)
-        guess = 0
-        for root in trees[i:]:
-            if bound is not None and self.given + guess >= bound:
-                break
-            i += 1
-            key = (root,)
-            keys = keys_of(key)
-            if keys is None:
-                keys = self.usage_keys.settle(key, self._usage_keys)
-            usage = tuple(map(used, keys))
-            entry = known(key)
-            if entry is None:
-                entry = kept.carried(key, None)
-                if entry is not None:
-                    kept[key] = entry
-            if entry is not None and entry[1] is not None:
-                # Stale, its last count is the best guess: a claim
-                # seldom changes it (if it did, the scan goes on).
-                guess += len(entry[1][0])
-            if entry is not None and entry[0] != usage:
-                entry = None
-            if entry is None:
-                stale.append((root, usage))
-            entries.append((root, entry))
-        if not stale:
-            return [entry for _root, entry in entries], i
-        fresh = self._walk(stale)
-        return [entry or fresh.get(root) for root, entry in entries], i
-
-    def _usage_keys(self, key: tuple) -> tuple:
-        """The (provider, class) of every inventory row of the tree
-        rooted at key[0], in a fixed order."""
-        inventory = self.snap.inventory
-        return tuple((rp, rc) for rp in self.snap.members[key[0]]
-                     for rc in sorted(inventory[rp]))
-
-    def _walk(self, stale: list) -> dict:
-        """Walk the stale trees again, lazily, as a search does (a tree
-        may hold more candidates than any answer gives): root -> entry,
-        kept but for a tree the bound cut short."""
-        search = self.search
-        search.trees = [root for root, _usage in stale]
-        needed = None if self.bound is None else self.bound - self.given
-        found = list(islice(search.candidates(), None if needed is None else needed + 1))
-        if self.budget.cut_short:  # a search stops alike
-            raise _NoParts
-        # One more than needed, to know where the walk stopped: in the
-        # tree of that one, which may have more (its part is given, not
-        # kept); those after it were not walked (the bound is met before
-        # them).
-        stop = None
-        if needed is not None and len(found) > needed:
-            stop = search.roots[found.pop().providers[0]]
-        parts = self.render(search.result(found))
-        walked = self.steps.per_tree
-        fresh = {}
-        for root, usage in stale:
-            if stop is not None and root > stop:
-                break
-            fresh[root] = entry = (usage, parts.get(root), walked.get(root, 0))
-            if root != stop:
-                self.kept[(root,)] = entry
-        return fresh
-
-    def _give(self, entries: list, out: list) -> bool:
-        """Add the entries' parts to `out` until the bound is met (True).
-        Before microversion 1.29 a bound within a tree's candidates cannot
-        be met with parts: the summaries would be of the candidates
-        given, not of the tree."""
-        for entry in entries:
-            if entry is None:  # not walked: past a bound met
-                raise _NoParts
-            self.work += entry[2]
-            part = entry[1]
-            if part is None:
-                continue
-            self.given += len(part[0])
-            if self.bound is not None and self.given >= self.bound:
-                over = self.given - self.bound
-                if over:
-                    if not self.req.nested_aware:
-                        raise _NoParts
-                    part = (part[0][:len(part[0]) - over], part[1])
-                out.append(part)
-                return True
-            out.append(part)
-        return False

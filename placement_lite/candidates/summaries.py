@@ -14,7 +14,7 @@ from typing import NamedTuple, Optional
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates.engine import Result
+from placement_lite.candidates.engine import Result, allocating
 from placement_lite.candidates.reader import selecting
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
@@ -63,19 +63,6 @@ def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
             query.where(column.in_(bindparam("ids", expanding=True))))
 
 
-def _allocating(result: Result) -> set:
-    """The providers the candidates allocate from."""
-    used = set()
-    for cand in result.candidates:
-        rps = cand.providers
-        allocating = cand.layout.allocating
-        if len(allocating) == len(rps):
-            used.update(rps)
-        else:
-            used.update(rps[pos] for pos in allocating)
-    return used
-
-
 def summarize(conn: Connection, result: Result, whole_trees: bool,
               classes: Optional[set] = None, with_traits: bool = True,
               with_tree: bool = True) -> list:
@@ -84,7 +71,7 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
 
     `classes` (names) limits the resources shown; None shows every class.
     """
-    used = _allocating(result)
+    used = allocating(result.candidates)
     if not used:
         return []
     if whole_trees:
@@ -143,19 +130,3 @@ def summarize(conn: Connection, result: Result, whole_trees: bool,
             uuid_of.get(row[2]) if with_tree else None,
             uuid_of[row[3]] if with_tree else None))
     return out
-
-
-def provider_ids(result: Result, whole_trees: bool) -> list:
-    """With a search over the process's copy of the facts: the ids of
-    the providers to summarise, ascending, their `used` read (into
-    result.memory.used)."""
-    reader = result.memory
-    snap = reader.snap
-    used = _allocating(result)
-    if whole_trees:
-        members = snap.members
-        ids = sorted(rp for root in {snap.root[p] for p in used} for rp in members[root])
-    else:
-        ids = sorted(used)
-    reader.read_used(ids)
-    return ids

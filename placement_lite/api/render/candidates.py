@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections import OrderedDict
+from typing import NamedTuple, Optional
 # The C string quoting behind json.dumps (with a pure-Python fallback).
 from json.encoder import encode_basestring_ascii as quote
 
-from placement_lite.candidates import summaries
+from placement_lite.candidates.by_tree import Parts
 
 # Formats (uuid quoting, summaries per microversion and classes) kept.
 FORMATS_KEPT = 16
@@ -84,8 +86,86 @@ def requests_list(result) -> str:
         for cand in result.candidates], separators=(",", ":"))
 
 
-# The response is written as JSON text directly: on full answers building
-# a dict per candidate and encoding it was a third of the response time.
+class Format(NamedTuple):
+    """How an answer is shown, by microversion."""
+    dict_allocations: bool  # allocations keyed by provider (1.12)
+    mappings: bool  # each group's providers (1.34)
+    classes: Optional[frozenset]  # classes summaries show (None: all)
+    traits: bool  # summaries show traits (1.17)
+    tree: bool  # summaries show parent and root (1.29)
+
+
+class PartTexts:
+    """Each tree's part of an answer as text, per format, for as long as
+    the engine keeps the part (by_tree.TreePart, never changed): keyed by
+    the part itself, weakly, so a part the engine lets go takes its text
+    with it, and bounded by what the engine keeps. Requests only add
+    (one dict store each); nothing iterates it."""
+
+    def __init__(self):
+        self._texts = weakref.WeakKeyDictionary()
+
+    def of(self, part, fmt: Format, make) -> tuple:
+        """(each candidate's text, the summaries' text) of `part`."""
+        per_format = self._texts.get(part)
+        if per_format is None:
+            per_format = self._texts.setdefault(part, {})
+        found = per_format.get(fmt)
+        if found is None:
+            found = per_format[fmt] = make()
+        return found
+
+
+def body(answer, fmt: Format, texts: ProviderTexts, parts: PartTexts) -> bytes:
+    """The whole JSON document of an answer (by_tree.Parts or an
+    engine.Result as answer.answer filled it)."""
+    if isinstance(answer, Parts):
+        reqs, sums = _parts_texts(answer, fmt, texts, parts)
+    else:
+        if not fmt.dict_allocations:
+            reqs = _requests_list(answer)
+        else:
+            quoted = texts.of(answer.snapshot, "quoted uuid") if answer.snapshot else {}
+            reqs = "[%s]" % ",".join(_request_texts(
+                answer.candidates, answer.class_names, answer.uuids, quoted, fmt.mappings))
+        if answer.snapshot is not None:
+            sums = "{%s}" % ",".join(_summary_texts(
+                answer.snapshot, answer.shown, answer.used.get, fmt, texts))
+        else:
+            sums = _summaries_text(answer.summaries, fmt)
+    return ('{"allocation_requests":%s,"provider_summaries":%s}' % (reqs, sums)).encode()
+
+
+def _parts_texts(answer: Parts, fmt: Format, texts: ProviderTexts,
+                 parts: PartTexts) -> tuple:
+    snap = answer.snapshot
+    quoted = texts.of(snap, "quoted uuid")
+    reqs, sums = [], []
+    last = len(answer.parts) - 1
+    for i, part in enumerate(answer.parts):
+        given, summary = parts.of(part, fmt, lambda part=part: (
+            tuple(_request_texts(part.candidates, answer.class_names, snap.uuid,
+                                 quoted, fmt.mappings)),
+            ",".join(_summary_texts(snap, part.summary_ids, part.used().get, fmt,
+                                    texts))))
+        if i == last and answer.last is not None:
+            given = given[:answer.last]
+        reqs.extend(given)
+        sums.append(summary)
+    return "[%s]" % ",".join(reqs), "{%s}" % ",".join(sums)
+
+
+def _requests_list(result) -> str:
+    """Before 1.12: a list of {resource_provider: {uuid}, resources}."""
+    names = result.class_names
+    uuids = result.uuids
+    return json.dumps([{"allocations": [
+        {"resource_provider": {"uuid": uuids[rp]},
+         "resources": {names[rc]: n for rc, n in res.items()}}
+        for rp, res in cand.allocations.items()]}
+        for cand in result.candidates], separators=(",", ":"))
+
+
 # Every candidate of one engine.Layout has the same text but for its
 # providers' uuids, so each layout becomes a %-template once per request,
 # and each uuid is quoted once.
@@ -109,17 +189,14 @@ def _template(layout, names, with_mappings) -> tuple:
     return text + "}", tuple(order)
 
 
-def _request_texts(result, with_mappings, texts: "ProviderTexts") -> list:
-    """Each candidate's text, in order."""
-    names = result.class_names
-    uuids = result.uuids
-    # Quoted once per provider: per copy of the facts when there is one
-    # (a uuid never changes), else per request, and only those named.
-    quoted = (texts.of(result.memory.snap, "quoted uuid")
-              if result.memory is not None else {})
+def _request_texts(candidates, names: dict, uuids, quoted: dict,
+                   with_mappings: bool) -> list:
+    """Each candidate's text, in order. `quoted`: provider id -> its
+    quoted uuid, filled as met (kept per copy of the facts when there is
+    one: a uuid never changes)."""
     templates: dict = {}
     out = []
-    for cand in result.candidates:
+    for cand in candidates:
         found = templates.get(cand.layout)
         if found is None:
             found = templates[cand.layout] = _template(
@@ -134,10 +211,6 @@ def _request_texts(result, with_mappings, texts: "ProviderTexts") -> list:
                     quoted[rp] = quote(uuids[rp])
             out.append(text % tuple([quoted[rps[pos]] for pos in order]))
     return out
-
-
-def requests_dict(result, with_mappings, texts: "ProviderTexts") -> str:
-    return "[%s]" % ",".join(_request_texts(result, with_mappings, texts))
 
 
 def _summary_text(uuid, resources, traits, parent_uuid, root_uuid, with_traits,
@@ -160,84 +233,61 @@ def _summary_text(uuid, resources, traits, parent_uuid, root_uuid, with_traits,
     return text + "}"
 
 
-def summaries_text(sums, with_traits, with_tree) -> str:
+def _summaries_text(sums, fmt: Format) -> str:
     names: dict = {}
     return "{%s}" % ",".join(
         _summary_text(s.uuid, [(n, c, str(u)) for n, c, u in s.resources],
-                      s.traits, s.parent_uuid, s.root_uuid, with_traits,
-                      with_tree, names)
+                      s.traits, s.parent_uuid, s.root_uuid, fmt.traits,
+                      fmt.tree, names)
         for s in sums)
 
 
-def memory_summaries(result, whole_trees, classes, with_traits, with_tree,
-                     texts: "ProviderTexts") -> str:
-    return "{%s}" % ",".join(_memory_summary_texts(
-        result, summaries.provider_ids(result, whole_trees), classes,
-        with_traits, with_tree, texts))
+class _Shown(NamedTuple):
+    """A provider's summary as last shown: its template, the (provider,
+    class) keys of the `used` it shows, that usage, and the text."""
+    template: str
+    keys: tuple
+    usage: Optional[tuple]
+    text: Optional[str]
 
 
-def _memory_summary_texts(result, ids, classes, with_traits, with_tree,
-                          texts: "ProviderTexts") -> list:
+def _summary_texts(snap, ids, used, fmt: Format, texts: ProviderTexts) -> list:
     """The summaries of providers `ids` from the process's copy of the
-    facts. A provider's text but for its usage is the same on every
-    request while the copy lasts, so it is made once per copy, as a
-    %-template, and filled in with the `used` a request read. The text
-    last filled in is kept beside its template with the usage it shows:
-    between two requests most providers' usage has not changed, and the
-    kept text is then used as it is."""
-    snap = result.memory.snap
-    key = ("summary", with_traits, with_tree,
-           None if classes is None else frozenset(classes))
-    # pid -> (template, its `used` keys, the usage shown, the text shown)
-    templates = texts.of(snap, key)
+    facts, `used` giving each (provider, class)'s usage (None: 0). A
+    provider's text but for its usage is the same on every request while
+    the copy lasts, so it is made once per copy, as a %-template, and
+    filled in with the usage. The text last filled in is kept beside its
+    template with the usage it shows: between two requests most
+    providers' usage has not changed, and the kept text is then used as
+    it is."""
+    templates = texts.of(snap, ("summary", fmt.traits, fmt.tree, fmt.classes))
     known = templates.get
-    used = result.memory.used.get
     out = []
     for pid in ids:
         found = known(pid)
         if found is None:
-            found = (*_template_of(snap, pid, classes, with_traits, with_tree),
-                     None, None)
-        text, keys, shown_usage, shown = found
-        # None where nothing is used (no row read): compared as it is,
-        # shown as 0.
-        usage = tuple(map(used, keys))
-        if usage != shown_usage:
-            shown = text % tuple([n or 0 for n in usage]) if keys else text
-            templates[pid] = (text, keys, usage, shown)
-        out.append(shown)
+            found = _Shown(*_template_of(snap, pid, fmt), None, None)
+        usage = tuple(map(used, found.keys))
+        if usage != found.usage:
+            text = (found.template % tuple([n or 0 for n in usage])
+                    if found.keys else found.template)
+            found = templates[pid] = _Shown(found.template, found.keys, usage, text)
+        out.append(found.text)
     return out
 
 
-def tree_parts(result, with_mappings, whole_trees, classes, with_traits,
-               with_tree, texts: "ProviderTexts") -> dict:
-    """root id -> (its candidates' text, its providers' summaries' text),
-    for engine.tree_parts."""
-    roots = result.roots
-    requests: dict = {}
-    for cand, text in zip(result.candidates, _request_texts(result, with_mappings, texts)):
-        requests.setdefault(roots[cand.providers[0]], []).append(text)
-    ids = summaries.provider_ids(result, whole_trees)
-    summarized: dict = {}
-    root = result.memory.snap.root
-    for pid, text in zip(ids, _memory_summary_texts(result, ids, classes,
-                                                    with_traits, with_tree, texts)):
-        summarized.setdefault(root[pid], []).append(text)
-    return {tree: (tuple(texts), ",".join(summarized[tree]))
-            for tree, texts in requests.items()}
-
-
-def _template_of(snap, pid, classes, with_traits, with_tree) -> tuple:
+def _template_of(snap, pid, fmt: Format) -> tuple:
     names = snap.class_names
+    classes = fmt.classes
     rows = [(rc, row) for rc, row in sorted(snap.inventory[pid].items())
             if classes is None or names[rc] in classes]
     parent = snap.parent[pid]
     text = _summary_text(
         snap.uuid[pid], [(names[rc], int(row.capacity), "%d") for rc, row in rows],
         [snap.trait_names[i].replace("%", "%%") for i in sorted(snap.traits[pid])]
-        if with_traits else None,
+        if fmt.traits else None,
         snap.uuid[parent] if parent is not None else None, snap.uuid[snap.root[pid]],
-        with_traits, with_tree, {})
+        fmt.traits, fmt.tree, {})
     if not rows:
         # No placeholder: the text is used as it is, so no %% either.
         text = text.replace("%%", "%")
