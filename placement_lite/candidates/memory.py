@@ -4,19 +4,21 @@ It answers what candidates/reader.py answers, Facts value for Facts
 value, but takes the providers' trees, inventories, traits and
 aggregates from a Snapshot (candidates/snapshot.py) and reads from the
 database only what claims change: each inventory row's `used`, for the
-trees of one slice at a time. Its filters are those of
-candidates/steps.py, the same steps the SQL reader runs as clauses, here
-as set tests; tests/test_candidates_memory.py holds the two readers to
-the same answers.
+trees of one slice at a time. Its filters are candidates/steps.py's:
+each step the SQL reader runs as a clause, this reader runs as that
+step's test of the provider's facts; tests/test_candidates_memory.py and
+tests/test_facts_differential.py hold the two readers to the same
+answers.
 """
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
+from placement_lite.candidates import steps
 from placement_lite.candidates.facts import NO_SHARING, Room, Sharing
 from placement_lite.candidates.filters import known_ids
 from placement_lite.candidates.kept import KeptCache, kept_for
@@ -27,6 +29,7 @@ from placement_lite.db import tables as t
 from placement_lite.db.engine import driver_rows
 
 _INV = t.inventories
+RP = t.resource_providers
 _USED = select(_INV.c.resource_provider_id, _INV.c.resource_class_id, _INV.c.used)
 # Rows with nothing used are not read: absent means 0.
 _USED_RANGE = _USED.where(
@@ -56,19 +59,31 @@ def _limits(rp: int, checks) -> tuple:
     return tuple(((rp, rc), _most_used(cap, amount)) for rc, amount, cap in checks)
 
 
-class _Terms:
-    """A group's filters as id sets, worked out once per request."""
+class _Flags:
+    """What the unnumbered group's providers report besides passing its
+    filters (as the SQL reader's columns do): which of its any-of trait
+    sets each has, and, read as a sharing provider, whether its own
+    aggregates satisfy member_of and touch a forbidden one."""
 
-    def __init__(self, group, lk, suffix: str):
+    def __init__(self, group, lk):
         self.any_of = tuple(frozenset(known_ids(s, lk.trait_ids)) for s in group.required)
-        self.forbidden = frozenset(known_ids(group.forbidden, lk.trait_ids))
         self.member_of = tuple(frozenset(known_ids(s, lk.agg_ids)) for s in group.member_of)
         self.bad_aggs = frozenset(known_ids(group.forbidden_aggs, lk.agg_ids))
-        self.tree_root = lk.tree_roots.get(suffix) if group.in_tree else None
-        self.in_tree = bool(group.in_tree)
 
     def member(self, aggs: frozenset) -> bool:
         return all(not aggs.isdisjoint(s) for s in self.member_of)
+
+
+class UnnumberedFacts(NamedTuple):
+    """What a provider's facts decide for the unnumbered group."""
+    root: int
+    limits: tuple  # per class: ((rp, class), the most `used` may be)
+    trait_flags: tuple  # has one trait of each any-of set
+    alone: bool  # alone in its tree
+    in_tree_ok: bool  # passes the filters that hold in its own tree
+    agg_ok: bool  # its own aggregates satisfy member_of
+    agg_bad: bool  # it is in a forbidden aggregate
+
 
 
 class MemoryReader(SliceWalk):
@@ -86,10 +101,10 @@ class MemoryReader(SliceWalk):
         self.used_read: set = set()
         self.all_read = False
         g = plan.unnumbered
-        self._unnumbered = _Terms(g, plan.lookups, "") if g is not None else None
-        self._numbered = [(suffixes, _Terms(plan.req.groups[suffixes[0]],
-                                            plan.lookups, suffixes[0]))
-                          for suffixes in plan.alike_numbered]
+        self._unnumbered = _Flags(g, plan.lookups) if g is not None else None
+        # Each group's filter steps (steps.py), built on a first verdict
+        # this request cannot find kept.
+        self._steps: dict = {}
 
     # -- used ---------------------------------------------------------------
 
@@ -137,35 +152,53 @@ class MemoryReader(SliceWalk):
             out.append((rc, amount, row.capacity if ok else None))
         return out
 
-    def _unnumbered_facts(self, rp: int):
+    def _tests(self, suffix: str) -> tuple:
+        """The tests of a group's filter steps, the very steps the SQL
+        reader runs as clauses: for the unnumbered group, (those holding
+        everywhere, those holding in the provider's own tree)."""
+        found = self._steps.get(suffix)
+        if found is None:
+            group = self.plan.req.groups[suffix]
+            lk = self.plan.lookups
+            if suffix:
+                found = (tuple(s.test for s in steps.numbered_steps(group, lk, RP)
+                               if s.test is not None),)
+            else:
+                every = steps.unnumbered_steps(group, lk, RP)
+                found = (tuple(s.test for s in every if s.kind in steps.EVERYWHERE),
+                         tuple(s.test for s in every if s.kind not in steps.EVERYWHERE))
+            self._steps[suffix] = found
+        return found
+
+    def _view(self, rp: int) -> steps.ProviderView:
+        snap = self.snap
+        root = snap.root[rp]
+        return steps.ProviderView(rp, snap.traits[rp], snap.aggregates[rp], root,
+                                  snap.aggregates[root])
+
+    def _unnumbered_facts(self, rp: int) -> Optional[UnnumberedFacts]:
         """For the unnumbered group: None when the provider can never
-        serve it; else (root, limits, trait flags, alone, passes the
-        in-tree filters, agg_ok, agg_bad)."""
-        snap, terms = self.snap, self._unnumbered
+        serve it; else what its facts decide."""
+        snap, flags = self.snap, self._unnumbered
         checks = self._checks(snap.inventory[rp], self.plan.wanted)
         if all(cap is None for _rc, _a, cap in checks):
             return None
-        traits = snap.traits[rp]
-        if terms.forbidden and not traits.isdisjoint(terms.forbidden):
+        everywhere, in_tree = self._tests("")
+        view = self._view(rp)
+        if not all(test(view) for test in everywhere):
             return None
-        root = snap.root[rp]
-        if terms.in_tree and root != terms.tree_root:
-            return None
-        aggs = snap.aggregates[rp]
-        in_tree_ok = not (terms.member_of and not terms.member(aggs) and (
-            rp == root or not terms.member(snap.aggregates[root])))
-        if terms.bad_aggs and not (aggs.isdisjoint(terms.bad_aggs) and
-                                   snap.aggregates[root].isdisjoint(terms.bad_aggs)):
-            in_tree_ok = False
-        return (root, _limits(rp, checks),
-                tuple(not traits.isdisjoint(s) for s in terms.any_of),
-                len(snap.members[root]) == 1, in_tree_ok,
-                terms.member(aggs), not aggs.isdisjoint(terms.bad_aggs))
+        traits, aggs = view.traits, view.aggregates
+        return UnnumberedFacts(
+            view.root, _limits(rp, checks),
+            tuple(not traits.isdisjoint(s) for s in flags.any_of),
+            len(snap.members[view.root]) == 1, all(test(view) for test in in_tree),
+            flags.member(aggs), not aggs.isdisjoint(flags.bad_aggs))
 
     def _unnumbered_rows(self, providers, draft: Draft, in_trees: bool) -> None:
         """The providers (in (root, id) order) able to serve some class
         of the unnumbered group, as SQL reader's unnumbered_select."""
-        snap, terms = self.snap, self._unnumbered
+        asked = self._unnumbered
+        snap = self.snap
         need_all = in_trees and not self.has_sharing
         used = self.used.get
         keys = [("", rc) for rc, _amount in self.plan.wanted]
@@ -173,9 +206,9 @@ class MemoryReader(SliceWalk):
         # draft only when some provider serves the class: an absent key
         # tells the caller no provider in these trees does.
         filed = [draft.rows.get(key) or {} for key in keys]
-        flag_aggs = not in_trees and bool(terms.member_of)
+        flag_aggs = not in_trees and bool(asked.member_of)
         flag_bad = not in_trees and bool(self.plan.unnumbered.forbidden_aggs)
-        any_of = bool(terms.any_of)
+        any_of = bool(asked.any_of)
         uuid, parent = snap.uuid, snap.parent
         d_uuid, d_root, d_parent, alone_ids = (
             draft.uuid, draft.root, draft.parent, draft.alone)
@@ -214,7 +247,7 @@ class MemoryReader(SliceWalk):
             if by_root:
                 draft.rows[key] = by_root
 
-    def _numbered_facts(self, terms: _Terms, resources):
+    def _numbered_facts(self, suffix: str, resources):
         """For a numbered group: rp -> None when the provider can never
         serve it, else per class its `used` key and the most that may be
         used for the amount to fit."""
@@ -224,25 +257,17 @@ class MemoryReader(SliceWalk):
             checks = self._checks(snap.inventory[rp], resources)
             if any(cap is None for _rc, _a, cap in checks):
                 return None
-            traits = snap.traits[rp]
-            if not all(not traits.isdisjoint(s) for s in terms.any_of):
-                return None
-            if terms.forbidden and not traits.isdisjoint(terms.forbidden):
-                return None
-            aggs = snap.aggregates[rp]
-            if terms.member_of and not terms.member(aggs):
-                return None
-            if terms.bad_aggs and not aggs.isdisjoint(terms.bad_aggs):
-                return None
-            if terms.in_tree and snap.root[rp] != terms.tree_root:
+            (tests,) = self._tests(suffix)
+            view = self._view(rp)
+            if not all(test(view) for test in tests):
                 return None
             return _limits(rp, checks)
         return build
 
-    def _numbered_rows(self, providers, suffix: str, terms: _Terms, resources) -> list:
+    def _numbered_rows(self, providers, suffix: str, resources) -> list:
         used = self.used.get
         static = self._static(("numbered", suffix))
-        build = self._numbered_facts(terms, resources)
+        build = self._numbered_facts(suffix, resources)
         out = []
         known = static.get  # bound once: Kept is a dict subclass
         for rp in providers:
@@ -268,13 +293,13 @@ class MemoryReader(SliceWalk):
                                 for key in (("", rc) for rc, _a in plan.wanted)):
                 return False
         rc_ids = plan.lookups.rc_ids
-        for suffixes, terms in self._numbered:
+        for suffixes in plan.alike_numbered:
             for suffix in suffixes:
                 draft.rows.setdefault(suffix, {})
             group = plan.req.groups[suffixes[0]]
             resources = [(rc_ids[name], amount)
                          for name, amount in sorted(group.resources.items())]
-            rows = self._numbered_rows(providers, suffixes[0], terms, resources)
+            rows = self._numbered_rows(providers, suffixes[0], resources)
             if not rows and in_trees and suffixes[0] not in sharing.by_key:
                 return False
             uuid, parent, roots = snap.uuid, snap.parent, snap.root
@@ -307,13 +332,9 @@ class MemoryReader(SliceWalk):
         g = plan.unnumbered
         bad = g is not None and g.forbidden_aggs
         bad_ids = frozenset(known_ids(g.forbidden_aggs, lk.agg_ids)) if bad else ()
-        required = [frozenset(known_ids({n}, lk.trait_ids)) for n in plan.req.root_required]
-        forbidden = frozenset(known_ids(plan.req.root_forbidden, lk.trait_ids))
+        tests = [step.test for step in steps.root_steps(plan.req, lk, RP)]
         for root in roots:
-            traits = snap.traits[root]
-            if not all(not traits.isdisjoint(s) for s in required):
-                continue
-            if forbidden and not traits.isdisjoint(forbidden):
+            if tests and not all(test(self._view(root)) for test in tests):
                 continue
             draft.root_ok.add(root)
             if bad:

@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates import filters, statements
+from placement_lite.candidates import filters, statements, steps
 from placement_lite.candidates.facts import (
     NO_SHARING, Facts, Room, Sharing, Slice)
 from placement_lite.candidates.plan import Plan
@@ -248,9 +248,7 @@ class Reader(SliceWalk):
         bad = g is not None and g.forbidden_aggs
         cols = [RP.c.id.label("id")]
         conds = [RP.c.id.between(lo, hi), RP.c.id == RP.c.root_provider_id]
-        required = [{n} for n in plan.req.root_required]
-        conds += filters.trait_clauses(RP.c.id, required, plan.req.root_forbidden,
-                                       lk.trait_ids)
+        conds += [step.clause for step in steps.root_steps(plan.req, lk, RP)]
         if bad:
             cols.append(case((filters.in_any_aggregate(
                 RP.c.id, filters.known_ids(g.forbidden_aggs, lk.agg_ids)), 1),

@@ -44,12 +44,14 @@ def unnumbered_select(plan: Plan, where, in_trees: bool, has_sharing: bool):
     conds = [where, or_(*[and_(inv.c.resource_class_id + 0 == rc,
                                *filters.capacity_conditions(inv, amount))
                           for rc, amount in wanted])]
+    group_steps = steps.unnumbered_steps(g, lk, RP)
     if in_trees:
-        conds += [step.clause for step in steps.unnumbered_steps(g, lk, RP)]
+        conds += [step.clause for step in group_steps]
     else:
-        # Read as sharing providers of other trees: their own
-        # aggregates are flags (the anchor's root decides the rest).
-        conds += filters.trait_clauses(RP.c.id, (), g.forbidden, lk.trait_ids)
+        # Read as sharing providers of other trees: the steps that hold
+        # everywhere, and their own aggregates as flags (the anchor's
+        # root decides the rest).
+        conds += [step.clause for step in group_steps if step.kind in steps.EVERYWHERE]
         if g.member_of:
             ok = and_(*filters.aggregate_clauses(RP.c.id, g.member_of, (),
                                                  lk.agg_ids))
@@ -58,8 +60,6 @@ def unnumbered_select(plan: Plan, where, in_trees: bool, has_sharing: bool):
             bad = filters.in_any_aggregate(
                 RP.c.id, filters.known_ids(g.forbidden_aggs, lk.agg_ids))
             cols.append(case((bad, 1), else_=0).label("agg_bad"))
-        if g.in_tree:
-            conds.append(RP.c.root_provider_id == lk.tree_roots[""])
     query = (select(*cols)
              .select_from(RP.join(inv, inv.c.resource_provider_id == RP.c.id))
              .where(*conds)

@@ -1,18 +1,31 @@
-"""A request group's provider filters, step by step, as Core clauses.
+"""A request group's provider filters, step by step: each as a Core
+clause and as the same test over a provider's facts in memory.
 
-The reader ANDs them into its per-slice statements; explain counts what
-each one removes. One list, so the two can never filter differently.
+The SQL reader ANDs the clauses into its per-slice statements, explain
+counts what each one removes, and the reader over the process's copy of
+the facts (memory.py) runs the tests. One list, so none of them can
+filter differently; the differential tests hold the clause and the test
+of every step to the same answers.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, NamedTuple, Optional
 
 from sqlalchemy import and_, or_
 
 from placement_lite.candidates import filters
 from placement_lite.candidates.plan import Lookups
 from placement_lite.candidates.query import RequestGroup
+
+
+class ProviderView(NamedTuple):
+    """One provider's facts, as a step's test reads them."""
+    self_id: int  # the provider's id
+    traits: frozenset  # trait ids
+    aggregates: frozenset  # aggregate ids
+    root: int  # its root's id
+    root_aggregates: frozenset  # its root's aggregate ids
 
 
 @dataclass(frozen=True)
@@ -24,15 +37,25 @@ class Step:
     rc: Optional[int] = None  # resources steps: the class id
     amount: int = 0
     names: tuple = ()  # the traits or aggregate uuids it names
+    # The clause as a test of a ProviderView (None for resources steps:
+    # capacity is checked against `used`, per request).
+    test: Optional[Callable[[ProviderView], bool]] = None
+
+
+def _has_any(ids) -> Callable[[frozenset], bool]:
+    ids = frozenset(ids)
+    return lambda have: not have.isdisjoint(ids)
 
 
 def _trait_steps(group: RequestGroup, lk: Lookups, rp_id) -> list:
     out = []
     for any_of in group.required:
         names = tuple(sorted(any_of))
-        clause = filters.has_any_trait(rp_id, filters.known_ids(any_of, lk.trait_ids))
+        ids = filters.known_ids(any_of, lk.trait_ids)
+        has = _has_any(ids)
         kind = "required" if len(names) == 1 else "any_of"
-        out.append(Step(kind, ",".join(names), clause, names=names))
+        out.append(Step(kind, ",".join(names), filters.has_any_trait(rp_id, ids),
+                        names=names, test=lambda v, has=has: has(v.traits)))
     return out
 
 
@@ -41,8 +64,16 @@ def _forbidden_trait_steps(group: RequestGroup, lk: Lookups, rp_id) -> list:
     if not bad:
         return []
     names = tuple(sorted(group.forbidden))
+    has = _has_any(bad)
     return [Step("forbidden", ",".join("!" + n for n in names),
-                 ~filters.has_any_trait(rp_id, bad), names=names)]
+                 ~filters.has_any_trait(rp_id, bad), names=names,
+                 test=lambda v: not has(v.traits))]
+
+
+def _in_tree_step(group: RequestGroup, lk: Lookups, rp) -> Step:
+    root = lk.tree_roots[group.suffix]
+    return Step("in_tree", group.in_tree, rp.c.root_provider_id == root,
+                test=lambda v: v.root == root)
 
 
 def numbered_steps(group: RequestGroup, lk: Lookups, rp) -> list:
@@ -58,17 +89,26 @@ def numbered_steps(group: RequestGroup, lk: Lookups, rp) -> list:
     out += [s for s in traits if s.kind == "any_of"]
     for any_of in group.member_of:
         names = tuple(sorted(any_of))
+        ids = filters.known_ids(any_of, lk.agg_ids)
+        has = _has_any(ids)
         out.append(Step("member_of", ",".join(names), filters.in_any_aggregate(
-            rp.c.id, filters.known_ids(any_of, lk.agg_ids)), names=names))
+            rp.c.id, ids), names=names, test=lambda v, has=has: has(v.aggregates)))
     bad = filters.known_ids(group.forbidden_aggs, lk.agg_ids)
     if bad:
         names = tuple(sorted(group.forbidden_aggs))
+        has = _has_any(bad)
         out.append(Step("forbidden_aggregates", ",".join("!" + n for n in names),
-                        ~filters.in_any_aggregate(rp.c.id, bad), names=names))
+                        ~filters.in_any_aggregate(rp.c.id, bad), names=names,
+                        test=lambda v: not has(v.aggregates)))
     if group.in_tree:
-        out.append(Step("in_tree", group.in_tree,
-                        rp.c.root_provider_id == lk.tree_roots[group.suffix]))
+        out.append(_in_tree_step(group, lk, rp))
     return out
+
+
+# The unnumbered group's steps that keep a provider out wherever it
+# serves; the others (its root's aggregates span the tree) hold only for
+# the provider in its own tree, not as a sharing provider of another.
+EVERYWHERE = ("forbidden", "in_tree")
 
 
 def unnumbered_steps(group: RequestGroup, lk: Lookups, rp) -> list:
@@ -82,17 +122,43 @@ def unnumbered_steps(group: RequestGroup, lk: Lookups, rp) -> list:
         ok = [and_(*filters.aggregate_clauses(col, group.member_of, (), lk.agg_ids))
               for col in (rp.c.id, rp.c.root_provider_id)]
         names = tuple(sorted(set().union(*group.member_of)))
+        every = [_has_any(filters.known_ids(any_of, lk.agg_ids))
+                 for any_of in group.member_of]
+
+        def member(v: ProviderView) -> bool:
+            return (all(has(v.aggregates) for has in every)
+                    or (v.root != v.self_id and all(has(v.root_aggregates) for has in every)))
         out.append(Step("member_of", ";".join(
             ",".join(sorted(any_of)) for any_of in group.member_of),
-            or_(ok[0], and_(rp.c.root_provider_id != rp.c.id, ok[1])), names=names))
+            or_(ok[0], and_(rp.c.root_provider_id != rp.c.id, ok[1])), names=names,
+            test=member))
     bad = filters.known_ids(group.forbidden_aggs, lk.agg_ids)
     if group.forbidden_aggs:
         names = tuple(sorted(group.forbidden_aggs))
+        has = _has_any(bad)
         out.append(Step("forbidden_aggregates", ",".join("!" + n for n in names),
                         and_(~filters.in_any_aggregate(rp.c.id, bad),
                              ~filters.in_any_aggregate(rp.c.root_provider_id, bad)),
-                        names=names))
+                        names=names,
+                        test=lambda v: not (has(v.aggregates) or has(v.root_aggregates))))
     if group.in_tree:
-        out.append(Step("in_tree", group.in_tree,
-                        rp.c.root_provider_id == lk.tree_roots[""]))
+        out.append(_in_tree_step(group, lk, rp))
+    return out
+
+
+def root_steps(req, lk: Lookups, rp) -> list:
+    """root_required on a tree's root (`rp`: the providers table)."""
+    out = []
+    for name in sorted(req.root_required):
+        ids = filters.known_ids({name}, lk.trait_ids)
+        has = _has_any(ids)
+        out.append(Step("root_required", name, filters.has_any_trait(rp.c.id, ids),
+                        names=(name,), test=lambda v, has=has: has(v.traits)))
+    bad = filters.known_ids(req.root_forbidden, lk.trait_ids)
+    if bad:
+        has = _has_any(bad)
+        names = tuple(sorted(req.root_forbidden))
+        out.append(Step("root_forbidden", ",".join("!" + n for n in names),
+                        ~filters.has_any_trait(rp.c.id, bad), names=names,
+                        test=lambda v: not has(v.traits)))
     return out
