@@ -1,4 +1,5 @@
-"""create_app(settings) -> falcon.App: the middleware and the one route table."""
+"""create_app(settings) -> falcon.App: the middleware and the one route table;
+build_wsgi, the same app as it is served, behind the auth mode's middleware."""
 from __future__ import annotations
 
 import gc
@@ -206,6 +207,23 @@ def create_app(settings: Settings, db: Optional[Database] = None,
         for template, resource_class in ui.ROUTES:
             app.add_route(template, resource_class(services))
     return app
+
+
+def build_wsgi(settings: Settings, db: Optional[Database] = None,
+               worker: Optional[int] = None, warm: bool = False):
+    """The app, wrapped for the configured auth mode (keystone's auth_token);
+    `warm`: it serves in this process (see create_app)."""
+    app = create_app(settings, db, worker=worker, warm=warm)
+    if settings.auth != "keystone":
+        return app
+    from placement_lite.api import keystone
+    before_auth = None
+    if settings.ui:
+        # The console's cookie reaches auth_token as a token (/ui only).
+        # Wired here, where api/ and ui/ meet: api/ never imports ui/.
+        from placement_lite.ui.session import CookieToken
+        before_auth = CookieToken
+    return keystone.wrap(app, settings, before_auth=before_auth)
 
 
 def _read_facts(services: Services) -> None:

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Callable, Optional
 
-from placement_lite.app import create_app
+from placement_lite.app import build_wsgi
 from placement_lite.config import Settings
 from placement_lite.db import migrate
 from placement_lite.db.engine import Database
@@ -40,17 +40,6 @@ def prepare_database(settings: Settings) -> Database:
     migrate.upgrade(db.engine)
     standards.sync(db)
     return db
-
-
-def build_wsgi(settings: Settings, db: Optional[Database] = None,
-               worker: Optional[int] = None, warm: bool = False):
-    """The app, wrapped for the configured auth mode (keystone's auth_token);
-    `warm`: it serves in this process (see create_app)."""
-    app = create_app(settings, db, worker=worker, warm=warm)
-    if settings.auth == "keystone":
-        from placement_lite.api import keystone
-        return keystone.wrap(app, settings)
-    return app
 
 
 def open_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
