@@ -236,7 +236,7 @@ def _read_facts(services: Services) -> None:
         return
     # The copy is most of what the process holds (millions of objects at
     # 100,000 providers) and lives as long as it, like what start-up built
-    # (server.run_worker freezes that before this thread reads): out of the
+    # (worker.run_worker freezes that before this thread reads): out of the
     # collector's full passes too, which otherwise walk it every few
     # candidates requests (25-30 ms each at 100,000 providers) and free
     # nothing. Refreshes replace parts of it by reference counting, which
