@@ -1,6 +1,6 @@
 """Placement's rows in placement_lite's terms: what the import writes, and
-which rows it cannot map (with why). Pure: no connection, no clock but the
-one passed in.
+which rows it cannot map (with why). No connection: the rows come in, the
+Plan goes out, so a dry run and `compare` map exactly as the import does.
 
 Each family of rows is mapped only after the rows it points at, so a row
 whose provider, class, trait, aggregate or consumer was left out is left

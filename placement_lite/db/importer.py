@@ -32,8 +32,8 @@ endpoints, the enforcement setting, the lease ledger) is never touched.
 The steps live beside this module, one each: import_source reads
 Placement's rows, import_plan maps them, import_write writes the plan,
 import_compare checks the result against the source; import_report holds
-what the operator is told. This module runs them in order and keeps their
-public names importable from here.
+what the operator is told. This module runs them in order; callers import
+every name from here, so the steps can be rearranged without them.
 """
 from __future__ import annotations
 
