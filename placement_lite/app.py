@@ -1,4 +1,5 @@
-"""create_app(settings) -> falcon.App: the middleware and the one route table."""
+"""create_app(settings) -> falcon.App: the middleware and the one route table;
+build_wsgi, the same app as it is served, behind the auth mode's middleware."""
 from __future__ import annotations
 
 import gc
@@ -208,6 +209,23 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     return app
 
 
+def build_wsgi(settings: Settings, db: Optional[Database] = None,
+               worker: Optional[int] = None, warm: bool = False):
+    """The app, wrapped for the configured auth mode (keystone's auth_token);
+    `warm`: it serves in this process (see create_app)."""
+    app = create_app(settings, db, worker=worker, warm=warm)
+    if settings.auth != "keystone":
+        return app
+    from placement_lite.api import keystone
+    before_auth = None
+    if settings.ui:
+        # The console's cookie reaches auth_token as a token (/ui only).
+        # Wired here, where api/ and ui/ meet: api/ never imports ui/.
+        from placement_lite.ui.session import CookieToken
+        before_auth = CookieToken
+    return keystone.wrap(app, settings, before_auth=before_auth)
+
+
 def _read_facts(services: Services) -> None:
     try:
         with services.db.read() as conn:
@@ -218,7 +236,7 @@ def _read_facts(services: Services) -> None:
         return
     # The copy is most of what the process holds (millions of objects at
     # 100,000 providers) and lives as long as it, like what start-up built
-    # (server.run_worker freezes that before this thread reads): out of the
+    # (worker.run_worker freezes that before this thread reads): out of the
     # collector's full passes too, which otherwise walk it every few
     # candidates requests (25-30 ms each at 100,000 providers) and free
     # nothing. Refreshes replace parts of it by reference counting, which

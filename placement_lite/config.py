@@ -6,31 +6,25 @@ environment; everything that varies is a field here.
 
 Every value is checked once, when Settings is constructed, whatever it came
 from; a refusal names the setting as the operator wrote it (the flag, the
-environment variable or the file) and says what would be accepted.
+environment variable or the file) and says what would be accepted. The
+rules themselves, one per setting, are config_rules.py's.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import yaml
 
-ENV_PREFIX = "PLACEMENT_LITE_"
+from placement_lite.config_rules import (  # noqa: F401 - the choices, importable from here
+    AUTH_MODES, LOG_FORMATS, LOG_LEVELS, POLICY_PROFILES, QUOTA_MODELS, TYPE_WORDS,
+    check_type, check_value, field_type)
 
-AUTH_MODES = ("noauth2", "keystone")
-POLICY_PROFILES = ("legacy", "secure-rbac", "open")
-LOG_FORMATS = ("text", "json")
-LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
-# The names quota.models.MODELS registers (a test keeps the two equal; this
-# module stays below the quota package).
-QUOTA_MODELS = ("flat", "strict_two_level")
-# The forms quota.usage counts a resource by.
-_USAGE_FORMS = ("class:", "consumers:", "lease:")
+ENV_PREFIX = "PLACEMENT_LITE_"
 
 
 class SettingsError(ValueError):
@@ -131,7 +125,8 @@ class Settings:
         problems = []
         for name in self.field_names():
             value = getattr(self, name)
-            message = _check_type(name, value) or _check_value(self, name, value)
+            message = (check_type(name, value, _TYPES[name])
+                       or check_value(self, name, value))
             if message:
                 problems.append(f"{self.describe(name)}: {message}")
         if problems:
@@ -202,182 +197,9 @@ def _show(value: Any) -> str:
 _TYPES = typing.get_type_hints(Settings)
 
 
-def _field_type(name: str) -> Any:
-    """The field's declared type, Optional[X] read as X."""
-    hint = _TYPES[name]
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
-
-
-def _optional(name: str) -> bool:
-    return type(None) in typing.get_args(_TYPES[name])
-
-
-_TYPE_WORDS = {bool: "true or false", int: "a whole number", float: "a number",
-               str: "a string", tuple: "a list of strings",
-               Mapping: "a mapping of names to values"}
-
-
-def _check_type(name: str, value: Any) -> Optional[str]:
-    if value is None and _optional(name):
-        return None
-    kind = _field_type(name)
-    if kind is bool:
-        ok = isinstance(value, bool)
-    elif kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and not math.isfinite(value):
-            return "must be a finite number"
-    elif kind is tuple:
-        ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
-    elif kind is Mapping:
-        ok = isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
-    else:
-        ok = isinstance(value, kind)
-    return None if ok else f"{name} must be {_TYPE_WORDS.get(kind, kind.__name__)}"
-
-
-def _at_least(low: float) -> Callable[[Settings, str, Any], Optional[str]]:
-    def check(_s, name, value):
-        return None if value >= low else f"{name} must be at least {low}"
-    return check
-
-
-def _positive(_s, name, value):
-    return None if value > 0 else f"{name} must be greater than 0"
-
-
-def _candidates_bound(_s, name, value):
-    # -1 is Placement's spelling of "no bound".
-    if value >= 1 or value == -1:
-        return None
-    return f"{name} must be at least 1, or -1 for no bound"
-
-
-def _one_of(choices) -> Callable[[Settings, str, Any], Optional[str]]:
-    def check(_s, name, value):
-        if value in choices:
-            return None
-        return f"{name} must be one of {', '.join(choices)}"
-    return check
-
-
-def _port(_s, name, value):
-    if 0 <= value <= 65535:
-        return None
-    return "port must be between 1 and 65535 (0 picks any free port)"
-
-
-def _host(_s, name, value):
-    if not value.strip() or value != value.strip() or "/" in value or " " in value:
-        return ("host must be an IP address or a host name (e.g. 127.0.0.1, "
-                "::1, 0.0.0.0), not a URL")
-    return None
-
-
-def _db(_s, name, value):
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        make_url(value)
-    except (ArgumentError, ValueError):
-        return ("db must be a database URL such as sqlite:////var/lib/placement.sqlite, "
-                "mysql+pymysql://user:password@host/placement or "
-                "postgresql://user:password@host/placement")
-    return None
-
-
-def _log_level(_s, name, value):
-    if value.upper() in LOG_LEVELS:
-        return None
-    return f"log_level must be one of {', '.join(LOG_LEVELS)}"
-
-
-def _readable_file(_s, name, value):
-    if value is None:
-        return None
-    if not os.path.isfile(value):
-        return f"no such file: {value}; give the path of an existing file"
-    if not os.access(value, os.R_OK):
-        return f"{value} is not readable by this user; fix its permissions"
-    return None
-
-
-def _non_empty(_s, name, value):
-    if value is None:
-        return None
-    return None if value.strip() else f"{name} must not be empty"
-
-
-def _non_empty_items(_s, name, value):
-    return None if all(v.strip() for v in value) else f"{name} has an empty item"
-
-
-def _usage_map(_s, name, value):
-    for key, target in value.items():
-        if not isinstance(target, str) or not target.startswith(_USAGE_FORMS) \
-                or target.endswith(":"):
-            return (f"{name}[{key}] must be class:<RESOURCE_CLASS>, "
-                    "consumers:<CONSUMER_TYPE> or lease:<resource_type>:hours")
-    return None
-
-
-def _amounts(_s, name, value):
-    for key, amount in value.items():
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) \
-                or not math.isfinite(amount) or amount < 0:
-            return f"{name}[{key}] must be a number of at least 0"
-    return None
-
-
-def _hours(_s, name, value):
-    return None if value is None or value > 0 else f"{name} must be greater than 0"
-
-
-_RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
-    "host": _host,
-    "port": _port,
-    "db": _db,
-    "auth": _one_of(AUTH_MODES),
-    "workers": _at_least(1),
-    "threads": _at_least(1),
-    "policy_profile": _one_of(POLICY_PROFILES),
-    "policy_file": _readable_file,
-    "cors_allowed_origin": _non_empty_items,
-    "cors_allow_headers": _non_empty_items,
-    "log_format": _one_of(LOG_FORMATS),
-    "log_level": _log_level,
-    "max_body_bytes": _positive,
-    "max_query_params": _at_least(1),
-    "metrics_quota_top_n": _at_least(0),
-    "max_allocation_candidates": _candidates_bound,
-    "quota_model": _one_of(QUOTA_MODELS),
-    "quota_service_type": _non_empty,
-    "quota_region_id": _non_empty,
-    "quota_resource_usage": _usage_map,
-    "keystone_config_file": _readable_file,
-    "lease_policy_filters": _non_empty_items,
-    "lease_max_duration_hours": _hours,
-    "lease_max_amount": _amounts,
-    "lease_token": _non_empty,
-    "db_pool_size": _at_least(1),
-    "db_retries": _at_least(0),
-    "shutdown_timeout": _at_least(0),
-    "noauth2_default_token": _non_empty,
-}
-
-
-def _check_value(settings: Settings, name: str, value: Any) -> Optional[str]:
-    rule = _RULES.get(name)
-    return rule(settings, name, value) if rule else None
-
-
 def _coerce(name: str, raw: Any) -> Any:
     """Turn a string from the environment or a file into the field's type."""
-    kind = _field_type(name)
+    kind = field_type(_TYPES[name])
     if raw is None or not isinstance(raw, str):
         if kind is tuple and isinstance(raw, list):
             return tuple(raw)
@@ -394,7 +216,7 @@ def _coerce(name: str, raw: Any) -> Any:
         try:
             return kind(raw)
         except ValueError:
-            raise ValueError(f"{name} must be {_TYPE_WORDS[kind]}") from None
+            raise ValueError(f"{name} must be {TYPE_WORDS[kind]}") from None
     if kind is tuple:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if kind is Mapping:

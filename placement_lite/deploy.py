@@ -22,7 +22,7 @@ from typing import Mapping, Optional
 
 from placement_lite import logs
 from placement_lite.config import Settings, load_settings
-from placement_lite.server import StartupError
+from placement_lite.startup import StartupError, database_error
 
 LOG = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
             db = server.prepare_database(settings)
         except (SQLAlchemyError, ImportError, OSError) as exc:
             LOG.debug("database start-up failed", exc_info=True)
-            raise server._database_error(settings, exc) from None
+            raise database_error(settings, exc) from None
         try:
             app = server._build_app(settings, db)
         finally:

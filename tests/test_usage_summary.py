@@ -198,7 +198,7 @@ def _apply(db, op) -> None:
                 _reshape(conn, op[1], op[2])
             else:
                 # What `db import --force` does, with the source read already.
-                importer._clear(conn)
+                importer.clear(conn)
                 importer.write(conn, importer.plan(_source_rows(op[1])))
     except errors.DomainError:
         pass  # refused (no room, no such consumer...): nothing was written

@@ -15,7 +15,7 @@ error format, with the WWW-Authenticate header auth_token would have sent.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 
 def _options(settings) -> dict[str, Any]:
@@ -66,8 +66,13 @@ def _public_uri(conf: Mapping[str, Any]) -> str | None:
     return None
 
 
-def wrap(app, settings, options: Mapping[str, Any] | None = None):
-    """The WSGI app wrapped in auth_token, configured from `settings`."""
+def wrap(app, settings, options: Mapping[str, Any] | None = None,
+         before_auth: Callable[[Any], Any] | None = None):
+    """The WSGI app wrapped in auth_token, configured from `settings`.
+
+    `before_auth` (a WSGI app -> WSGI app) sees each request before
+    auth_token does: how the console, which this layer does not know, hands
+    its cookie to auth_token as a token."""
     conf = dict(options) if options is not None else _options(settings)
     conf["delay_auth_decision"] = "true"
     from keystonemiddleware import auth_token
@@ -78,11 +83,7 @@ def wrap(app, settings, options: Mapping[str, Any] | None = None):
     # public identity endpoint can be read for the challenge header.
     uri = _public_uri(conf)
     challenge.header = f'Keystone uri="{uri}"' if uri else None
-    if getattr(settings, "ui", False):
-        # The console's cookie reaches auth_token as a token (/ui only).
-        from placement_lite.ui.session import CookieToken
-        return KeystoneApp(CookieToken(protocol))
-    return KeystoneApp(protocol)
+    return KeystoneApp(before_auth(protocol) if before_auth else protocol)
 
 
 class KeystoneApp:

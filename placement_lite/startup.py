@@ -1,0 +1,147 @@
+"""What keeps the service from starting, said in one line that names the
+setting as the operator gave it and the fix: a database that cannot be
+used, an address that cannot be listened on, noauth2 on an open address;
+and the listening socket itself, bound once in the parent before any
+worker is forked."""
+from __future__ import annotations
+
+import socket
+
+from placement_lite.config import Settings
+
+
+class StartupError(Exception):
+    """The service cannot start; the message names the setting and the fix.
+    `status` is the exit status: 2 for a setting to correct, 1 when the
+    machine or the database refuses (port taken, server down)."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    args = getattr(orig, "args", ())
+    if len(args) == 2 and isinstance(args[0], int) and isinstance(args[1], str):
+        # MySQL drivers: (code, message).
+        orig = f"{args[1]} (error {args[0]})"
+    text = str(orig).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+# Importable module -> what to install for it.
+_DRIVERS = {"MySQLdb": "mysqlclient", "pymysql": "PyMySQL",
+            "psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]",
+            "asyncpg": "asyncpg", "mysql": "mysql-connector-python"}
+
+
+def database_error(settings: Settings, exc: BaseException) -> StartupError:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+
+    given = settings.describe("db")
+    url = make_url(settings.db)
+    backend = url.get_backend_name()
+    if isinstance(exc, NoSuchModuleError):
+        return StartupError(
+            f"{given}: no database backend named {url.drivername!r}; use "
+            "sqlite:///PATH, mysql+pymysql://USER:PASSWORD@HOST/DB or "
+            "postgresql://USER:PASSWORD@HOST/DB", 2)
+    if isinstance(exc, ImportError):
+        module = exc.name or "the driver"
+        package = _DRIVERS.get((exc.name or "").split(".")[0], exc.name)
+        hint = (" or name an installed driver, e.g. mysql+pymysql://..."
+                if backend == "mysql" else "")
+        return StartupError(
+            f"{given}: its database driver is not installed (no module "
+            f"{module!r}); install it (pip install {package}){hint}", 2)
+    if isinstance(exc, ArgumentError):
+        return StartupError(f"{given}: not a usable database URL "
+                            f"({first_line(exc)})", 2)
+    if backend == "sqlite" and isinstance(exc, (OSError, DBAPIError)):
+        path = url.database or ":memory:"
+        return StartupError(
+            f"{given}: cannot create or write the SQLite database {path} "
+            f"({first_line(exc)}); choose a path in a directory this user "
+            "can write, e.g. --db sqlite:////var/lib/placement-lite/placement.sqlite")
+    if isinstance(exc, DBAPIError):
+        return StartupError(
+            f"{given}: cannot use the database ({first_line(exc)}); check "
+            "that the server is running and reachable and that the URL's "
+            "host, port, user, password and database name are right")
+    return StartupError(f"{given}: the database failed at start-up "
+                        f"({type(exc).__name__}: {first_line(exc)})")
+
+
+def is_loopback(address: str) -> bool:
+    import ipaddress
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+def host_addresses(settings: Settings) -> list[str]:
+    """The addresses --host resolves to, or a StartupError saying why not."""
+    try:
+        infos = socket.getaddrinfo(settings.host, settings.port,
+                                   type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(
+            f"{settings.describe('host')}: cannot listen there ({exc.strerror}); "
+            "give an IP address of this machine (127.0.0.1, ::1, 0.0.0.0) "
+            "or a name that resolves to one", 2) from None
+    return [info[4][0] for info in infos]
+
+
+def check_noauth2_address(settings: Settings, addresses: list[str]) -> None:
+    if settings.auth != "noauth2" or settings.insecure_noauth2_on_open_address:
+        return
+    open_ = [a for a in addresses if not is_loopback(a)]
+    if open_:
+        raise StartupError(
+            f"{settings.describe('host')} with {settings.describe('auth')}: "
+            "noauth2 trusts any caller who sends a token (the token `admin` "
+            f"makes an admin), and {open_[0]} is reachable from other machines; "
+            "serve on 127.0.0.1 or ::1, use --auth keystone, or accept the "
+            "risk with --insecure-noauth2-on-open-address", 2)
+
+
+def open_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
+    """Bind and listen once, in the parent, so every worker shares it."""
+    family, kind, proto, _name, addr = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+def listen(settings: Settings) -> socket.socket:
+    import errno
+    try:
+        return open_socket(settings.host, settings.port)
+    except OSError as exc:
+        where = f"{settings.host}:{settings.port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(
+                f"{settings.describe('port')}: {where} is already in use by "
+                "another process; stop it or choose another port", 1) from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise StartupError(
+                f"{settings.describe('port')}: not allowed to listen on {where} "
+                "(ports below 1024 need privileges); choose a port above 1023",
+                1) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise StartupError(
+                f"{settings.describe('host')}: {settings.host} is not an "
+                "address of this machine; give one of its addresses, or "
+                "0.0.0.0 for all of them", 2) from None
+        raise StartupError(f"{settings.describe('host')}: cannot listen on "
+                           f"{where} ({exc.strerror or exc})", 1) from None
