@@ -199,20 +199,41 @@ def combine(plan: Plan, view: View, opts: list, budget: Budget) -> Iterator[tupl
     """Every choice of one provider per slot (from `opts`, per slot)
     passing merged capacity, isolation, the unnumbered group's traits and
     same_subtree, in the order of the product, lazily."""
-    slots = plan.slots
-    n = len(slots)
-    multi_rcs = plan.multi_rcs
-    isolate = plan.isolate
-    unnumbered_slots = plan.unnumbered_slots
-    last_unnumbered = plan.last_unnumbered
-    subtree_checks = plan.subtree_checks
-    chosen = [0] * n
-    amounts: dict = {}
-    in_use: dict = {}
+    if not plan.slots or (plan.multi_rcs and not room_for_all(plan, view, opts)):
+        return iter(())
+    return _Combination(plan, view, opts, budget).walk()
 
-    def fits(rp, slot):
+
+class _Combination:
+    """One tree's depth-first walk over its slots' options (combine).
+
+    Dead ends: capacity merging and isolation make a level fail for what
+    has been placed, not for the order it was placed in. A level that
+    yielded nothing is remembered by that state and not searched again,
+    so many alike groups that cannot all fit are refused in polynomial,
+    not exponential, steps.
+    """
+
+    def __init__(self, plan: Plan, view: View, opts: list, budget: Budget):
+        self.plan, self.view, self.opts, self.budget = plan, view, opts, budget
+        n = len(plan.slots)
+        self.chosen = [0] * n
+        self.amounts: dict = {}  # (rp, class) -> amount chosen so far
+        self.in_use: dict = {}  # rp -> numbered slots it serves
+        self.memo = bool(plan.multi_rcs) or plan.isolate
+        self.needed = plan.needed_choices if self.memo else ()
+        self.dead: set = set()
+        self.entered = [0] * n  # per level: yields before it was entered
+        self.yields = 0
+        self.pending: list = [None] * n  # per level: what its choice added
+
+    def fits(self, rp, slot):
+        """The amounts `slot` adds on `rp`, added (None: they do not fit
+        beside what other slots put there)."""
+        multi_rcs = self.plan.multi_rcs
         if not multi_rcs:
             return ()
+        amounts = self.amounts
         added = []
         for rc, amount in slot.resources.items():
             if rc not in multi_rcs:
@@ -221,7 +242,7 @@ def combine(plan: Plan, view: View, opts: list, budget: Budget) -> Iterator[tupl
             before = amounts.get(key, 0)
             total = before + amount
             if before:
-                inv = view.inventory(key)
+                inv = self.view.inventory(key)
                 if inv is None or inv.used + total > inv.capacity or total > inv.max_unit:
                     for k, a in added:
                         amounts[k] -= a
@@ -230,92 +251,104 @@ def combine(plan: Plan, view: View, opts: list, budget: Budget) -> Iterator[tupl
             added.append((key, amount))
         return added
 
-    if n == 0 or (multi_rcs and not room_for_all(plan, view, opts)):
-        return
-    # Dead ends: capacity merging and isolation make a level fail for
-    # what has been placed, not for the order it was placed in. A level
-    # that yielded nothing is remembered by that state and not searched
-    # again, so many alike groups that cannot all fit are refused in
-    # polynomial, not exponential, steps.
-    memo = bool(multi_rcs) or isolate
-    needed = plan.needed_choices if memo else ()
-    dead: set = set()
-    entered = [0] * n  # per level: yields before it was entered
-    yields = 0
+    def state(self, j) -> tuple:
+        placed = frozenset(kv for kv in self.amounts.items() if kv[1])
+        taken = (frozenset(rp for rp, k in self.in_use.items() if k)
+                 if self.plan.isolate else None)
+        return (j, placed, taken, tuple(self.chosen[m] for m in self.needed[j]))
 
-    def state(j):
-        placed = frozenset(kv for kv in amounts.items() if kv[1])
-        taken = frozenset(rp for rp, k in in_use.items() if k) if isolate else None
-        return (j, placed, taken, tuple(chosen[m] for m in needed[j]))
+    def take_back(self, i: int, slot) -> None:
+        """Back at level i: its previous choice is undone."""
+        undo = self.pending[i]
+        if undo is None:
+            return
+        self.pending[i] = None
+        if slot.numbered:
+            self.in_use[self.chosen[i]] -= 1
+        for k, a in undo:
+            self.amounts[k] -= a
 
-    # Depth-first over the slots with an explicit stack of option
-    # iterators: a request may have as many slots as groups and classes,
-    # more than Python's recursion allows.
-    pending: list = [None] * n  # per level: what its choice added
-    steps = 0  # tries since this tree's last candidate
-    levels = [iter(opts[0])]
-    while levels:
-        i = len(levels) - 1
-        slot = slots[i]
-        undo = pending[i]
-        if undo is not None:
-            # Back at this level: take back its previous choice.
-            pending[i] = None
-            if slot.numbered:
-                in_use[chosen[i]] -= 1
-            for k, a in undo:
-                amounts[k] -= a
-        checks = subtree_checks.get(i, ())
-        for rp in levels[i]:
-            steps += 1
-            if steps > budget.tree_steps or budget.work + steps > budget.request_steps:
+    def stop(self, steps: int) -> None:
+        """`steps` more tries went past the tree's or the request's
+        budget: counted, and the walk ends."""
+        budget = self.budget
+        budget.work += steps
+        budget.cut_short = budget.work > budget.request_steps
+        n = len(self.plan.slots)
+        if budget.cut_short:
+            LOG.warning("candidate search stopped after %d tries in all "
+                        "(%d slots); answering with the %d found",
+                        budget.work, n, budget.found)
+        else:
+            LOG.warning("candidate search left a tree after %d tries "
+                        "without a candidate (%d slots)", steps, n)
+
+    def unfit(self, i: int, checks) -> bool:
+        """The choices up to level i break the unnumbered group's traits
+        or a same_subtree rule checked at this level."""
+        plan, chosen = self.plan, self.chosen
+        return (i == plan.last_unnumbered and not traits_ok(
+            plan, self.view, [chosen[j] for j in plan.unnumbered_slots])) or (
+            bool(checks) and not all(subtree_ok(self.view, chosen, members)
+                                     for members in checks))
+
+    def walk(self) -> Iterator[tuple]:
+        # Depth-first with an explicit stack of option iterators: a
+        # request may have as many slots as groups and classes, more
+        # than Python's recursion allows.
+        plan, opts, budget = self.plan, self.opts, self.budget
+        slots, chosen, amounts, in_use = plan.slots, self.chosen, self.amounts, self.in_use
+        n, isolate, memo, dead = len(slots), plan.isolate, self.memo, self.dead
+        subtree_checks, fits = plan.subtree_checks, self.fits
+        last_unnumbered, tree_steps = plan.last_unnumbered, budget.tree_steps
+        steps = 0  # tries since this tree's last candidate
+        levels = [iter(opts[0])]
+        while levels:
+            i = len(levels) - 1
+            slot = slots[i]
+            self.take_back(i, slot)
+            checks = subtree_checks.get(i, ())
+            # Whether a choice at this level completes a rule to check.
+            ruled = i == last_unnumbered or bool(checks)
+            for rp in levels[i]:
+                steps += 1
+                if steps > tree_steps or budget.work + steps > budget.request_steps:
+                    self.stop(steps)
+                    return
+                if isolate and slot.numbered and in_use.get(rp):
+                    continue
+                added = fits(rp, slot)
+                if added is None:
+                    continue
+                chosen[i] = rp
+                if ruled and self.unfit(i, checks):
+                    for k, a in added:
+                        amounts[k] -= a
+                    continue
+                if slot.numbered:
+                    in_use[rp] = in_use.get(rp, 0) + 1
+                self.pending[i] = added
+                break
+            else:
+                levels.pop()
+                if memo and i and self.yields == self.entered[i] and len(dead) < MAX_DEAD_ENDS:
+                    # Every choice of this level is taken back: the state
+                    # is the one it was entered with.
+                    dead.add(self.state(i))
+                continue
+            if i + 1 == n:
+                self.yields += 1
                 budget.work += steps
-                budget.cut_short = budget.work > budget.request_steps
-                if budget.cut_short:
-                    LOG.warning("candidate search stopped after %d tries in all "
-                                "(%d slots); answering with the %d found",
-                                budget.work, n, budget.found)
-                else:
-                    LOG.warning("candidate search left a tree after %d tries "
-                                "without a candidate (%d slots)", steps, n)
-                return
-            if isolate and slot.numbered and in_use.get(rp):
-                continue
-            added = fits(rp, slot)
-            if added is None:
-                continue
-            chosen[i] = rp
-            if (i == last_unnumbered and not traits_ok(
-                    plan, view, [chosen[j] for j in unnumbered_slots])) or (
-                    checks and not all(subtree_ok(view, chosen, members)
-                                       for members in checks)):
-                for k, a in added:
-                    amounts[k] -= a
-                continue
-            if slot.numbered:
-                in_use[rp] = in_use.get(rp, 0) + 1
-            pending[i] = added
-            break
-        else:
-            levels.pop()
-            if memo and i and yields == entered[i] and len(dead) < MAX_DEAD_ENDS:
-                # Every choice of this level is taken back: the state is
-                # the one it was entered with.
-                dead.add(state(i))
-            continue
-        if i + 1 == n:
-            yields += 1
-            budget.work += steps
-            steps = 0
-            yield tuple(chosen)
-        elif memo:
-            # Until a dead end is found, a search costs no state keys.
-            if not dead or state(i + 1) not in dead:
-                entered[i + 1] = yields
+                steps = 0
+                yield tuple(chosen)
+            elif memo:
+                # Until a dead end is found, a search costs no state keys.
+                if not dead or self.state(i + 1) not in dead:
+                    self.entered[i + 1] = self.yields
+                    levels.append(iter(opts[i + 1]))
+            else:
                 levels.append(iter(opts[i + 1]))
-        else:
-            levels.append(iter(opts[i + 1]))
-    budget.work += steps
+        budget.work += steps
 
 
 class Watcher:
