@@ -155,7 +155,8 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     # and lease budget decides through it.
     services = Services(settings=settings, db=db, policy=policy,
                         enforcer=enforce.Enforcer(settings),
-                        facts=FactsCache() if settings.facts_in_memory else None)
+                        facts=FactsCache(settings.facts_check_seconds)
+                        if settings.facts_in_memory else None)
     # A process start (not a supervisor's worker, whose parent checked)
     # refuses settings that contradict the deployment's enforcement.
     enforce.reconcile(db, settings, strict=worker is None)

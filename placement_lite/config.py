@@ -86,6 +86,9 @@ class Settings:
     # log: candidates/snapshot.py) and only `used` from the database.
     # Off: every request asks the database for everything.
     facts_in_memory: bool = True
+    # Seconds between a process's checks of its copy against the
+    # database (candidates/selfcheck.py); 0 turns them off.
+    facts_check_seconds: float = 60.0
     # Quota (unified limits). Enforcement and the model are the
     # deployment's, stored in the database: these two only seed it on the
     # first start, and a process given other values refuses to start.

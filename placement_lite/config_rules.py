@@ -184,6 +184,7 @@ RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "db_pool_size": _at_least(1),
     "db_retries": _at_least(0),
     "shutdown_timeout": _at_least(0),
+    "facts_check_seconds": _at_least(0),
     "noauth2_default_token": _non_empty,
 }
 

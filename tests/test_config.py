@@ -155,6 +155,7 @@ def test_default_database_lives_in_the_users_data_directory(tmp_path, monkeypatc
     ("db_retries", "-1", "db_retries must be at least 0"),
     ("shutdown_timeout", "-5", "shutdown_timeout must be at least 0"),
     ("shutdown_timeout", "nan", "must be a finite number"),
+    ("facts_check_seconds", "-1", "facts_check_seconds must be at least 0"),
     ("lease_max_duration_hours", "0", "lease_max_duration_hours must be greater than 0"),
     ("log_level", "LOUD", "log_level must be one of CRITICAL, ERROR, WARNING, INFO, DEBUG"),
     ("log_format", "xml", "log_format must be one of text, json"),

@@ -344,15 +344,15 @@ def _summary(answer):
     return status, str(body)[:200]
 
 
-def _facts_reads(base) -> dict:
-    """worker -> refreshes of its copy, from /metrics."""
+def _per_worker(base, series: str) -> dict:
+    """worker -> the highest value of a /metrics series seen (either
+    worker may answer a scrape)."""
     out: dict = {}
+    pattern = re.escape(series).replace("WORKER", r'(\d+)') + r" (\d+)"
     for _ in range(20):
         status, text = _call(base, "GET", "/metrics")
         assert status == 200
-        for worker, n in re.findall(
-                r'placement_lite_facts_copy_reads_total\{worker="(\d+)",kind="refresh"\} (\d+)',
-                text):
+        for worker, n in re.findall(pattern, text):
             out[worker] = max(out.get(worker, 0), int(n))
     return out
 
@@ -362,7 +362,10 @@ def test_the_copy_answers_as_the_database_does_after_any_writes(backend):
     rng = random.Random(SEED)
     with fresh_url(backend) as url, \
             serve(url, env={"PLACEMENT_LITE_FACTS_IN_MEMORY": "false"}) as sql, \
-            serve(url, "--workers", "2", "--metrics") as memory:
+            serve(url, "--workers", "2", "--metrics",
+                  # Each worker checks its copy against the database
+                  # every half second meanwhile: none may differ.
+                  env={"PLACEMENT_LITE_FACTS_CHECK_SECONDS": "0.5"}) as memory:
         builder = rw.Builder(memory.base, rng)
         builder.build()
         world = World(builder)
@@ -390,14 +393,22 @@ def test_the_copy_answers_as_the_database_does_after_any_writes(backend):
                 compared += 1
                 body = expected[1]
                 found += bool(isinstance(body, dict) and body.get("allocation_requests"))
-        refreshes = _facts_reads(memory.base)
+        refreshes = _per_worker(memory.base, 'placement_lite_facts_copy_reads_total'
+                                '{worker="WORKER",kind="refresh"}')
+        checks = {result: _per_worker(memory.base, 'placement_lite_facts_copy_checks_total'
+                                      f'{{worker="WORKER",result="{result}"}}')
+                  for result in ("same", "different")}
         elapsed = time.monotonic() - started
         print(f"\n{backend_id(backend)}: {len(sizes)} rounds, {compared} reads compared "
               f"({found} with candidates), {len(world.providers)} providers, "
-              f"refreshes by worker {refreshes}, {len(differences)} differences, "
+              f"refreshes by worker {refreshes}, self-checks {checks}, "
+              f"{len(differences)} differences, "
               f"{elapsed:.1f} s")
         assert not differences, f"{len(differences)} differences:\n" + "\n".join(
             differences[:20])
         assert found >= len(sizes) * 3, found
-        # Both workers followed the writes by refreshing their copies.
+        # Both workers followed the writes by refreshing their copies, and
+        # checked them against the database.
         assert len(refreshes) == 2 and all(refreshes.values()), refreshes
+        assert sum(checks["same"].values()) > 0, checks
+        assert not any(checks["different"].values()), checks
