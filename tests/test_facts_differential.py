@@ -412,3 +412,46 @@ def test_the_copy_answers_as_the_database_does_after_any_writes(backend):
         assert len(refreshes) == 2 and all(refreshes.values()), refreshes
         assert sum(checks["same"].values()) > 0, checks
         assert not any(checks["different"].values()), checks
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
+def test_the_issues_reproduction_answers_every_provider(backend, workers):
+    """20 flat providers read once (each worker holds its copy), then 5
+    roots of 100 children with CUSTOM_PF: 4 from 4 client threads (505
+    changed providers): candidates list all 500, as the provider list
+    does. The refresh's chunked read once answered 5."""
+    with fresh_url(backend) as url, \
+            serve(url, "--workers", workers, "--metrics") as srv:
+        base = srv.base
+        _ok(_call(base, "PUT", "/resource_classes/CUSTOM_PF", version="1.7"), 201)
+        for n in range(20):
+            rp = str(uuidlib.uuid4())
+            _ok(_call(base, "POST", "/resource_providers", {"name": f"flat{n}", "uuid": rp}),
+                200)
+            _ok(_call(base, "PUT", f"/resource_providers/{rp}/inventories", {
+                "resource_provider_generation": 0,
+                "inventories": {"VCPU": {"total": 8}}}), 200)
+        for _ in range(4):  # every worker reads its copy
+            assert len(_ok(_call(base, "GET", "/allocation_candidates?resources=VCPU:1"),
+                           200)["allocation_requests"]) == 20
+
+        def child(root, n):
+            rp = str(uuidlib.uuid4())
+            _ok(_call(base, "POST", "/resource_providers", {
+                "name": f"{root[:8]}-{n}", "uuid": rp, "parent_provider_uuid": root}), 200)
+            _ok(_call(base, "PUT", f"/resource_providers/{rp}/inventories", {
+                "resource_provider_generation": 0,
+                "inventories": {"CUSTOM_PF": {"total": 4}}}), 200)
+
+        roots = [str(uuidlib.uuid4()) for _ in range(5)]
+        for root in roots:
+            _ok(_call(base, "POST", "/resource_providers", {"name": root, "uuid": root}), 200)
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            list(pool.map(lambda job: child(*job), [(r, n) for r in roots for n in range(100)]))
+        listed = _ok(_call(base, "GET", "/resource_providers?resources=CUSTOM_PF:1"), 200)
+        assert len(listed["resource_providers"]) == 500
+        for _ in range(4):
+            body = _ok(_call(base, "GET", "/allocation_candidates?resources=CUSTOM_PF:1"), 200)
+            assert (len(body["allocation_requests"]), len(body["provider_summaries"])) == (
+                500, 505)
