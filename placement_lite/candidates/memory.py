@@ -23,7 +23,7 @@ from placement_lite.candidates.facts import NO_SHARING, Room, Sharing
 from placement_lite.candidates.filters import known_ids
 from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.plan import Plan
-from placement_lite.candidates.reader import Draft, SliceWalk, chunks, selecting
+from placement_lite.candidates.reader import Draft, FactsReader, chunks, selecting
 from placement_lite.candidates.snapshot import Snapshot
 from placement_lite.db import tables as t
 from placement_lite.db.engine import driver_rows
@@ -86,7 +86,7 @@ class UnnumberedFacts(NamedTuple):
 
 
 
-class MemoryReader(SliceWalk):
+class MemoryReader(FactsReader):
     def __init__(self, conn: Connection, plan: Plan, snapshot: Snapshot,
                  kept: Optional[KeptCache] = None):
         """`kept`: where the process keeps what each request shape's
@@ -379,7 +379,7 @@ class MemoryReader(SliceWalk):
     def bounds(self) -> Optional[tuple]:
         return self.snap.bounds
 
-    # -- a slice's reads (see SliceWalk) -------------------------------------
+    # -- a slice's reads (see FactsReader) -------------------------------------
 
     def _slice_scope(self, lo: int, hi: int):
         snap = self.snap

@@ -97,12 +97,21 @@ class Draft:
                      self.root_agg_bad, self.rows)
 
 
-class SliceWalk:
-    """What both readers (this SQL one, and candidates/memory.py over a
-    process's copy of the facts) do with their own reads: a slice's
-    anchors and the facts the combiner needs for them, and the end of
-    reading the sharing providers. Each reader gives the reads:
-    _slice_scope, _slice_rows, _slice_inventory, _slice_roots, _parents."""
+class FactsReader:
+    """The one interface the search (engine.Search) reads facts through,
+    with two implementations: Reader here, asking SQL, and
+    memory.MemoryReader, asking the process's copy of the facts and SQL
+    only for `used`. The differential tests hold them to the same
+    answers, and their filters are the same steps (steps.py).
+
+    - sharing(): the sharing providers, read once per request;
+    - slice(lo, hi, sharing): the facts of the trees rooted in [lo, hi],
+      as an immutable Slice (None: some slot has no provider there);
+    - bounds(): the lowest and highest provider id.
+
+    This class makes a Slice of a reader's own reads, which each
+    implementation gives: _slice_scope, _slice_rows, _slice_inventory,
+    _slice_roots, _parents."""
 
     plan: Plan
     has_sharing: bool
@@ -142,7 +151,7 @@ class SliceWalk:
         return Sharing(draft.facts(), by_key, anchors)
 
 
-class Reader(SliceWalk):
+class Reader(FactsReader):
     def __init__(self, conn: Connection, plan: Plan):
         self.conn = conn
         self.plan = plan
@@ -310,7 +319,7 @@ class Reader(SliceWalk):
             return None
         return lo, self.conn.execute(select(func.max(RP.c.id))).scalar()
 
-    # -- a slice's reads (see SliceWalk) -------------------------------------
+    # -- a slice's reads (see FactsReader) -------------------------------------
 
     def _slice_scope(self, lo: int, hi: int):
         return lo, hi, {"slice_lo": lo, "slice_hi": hi}
