@@ -11,14 +11,25 @@ from placement_lite.config import load_settings
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="placement-lite")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    _add_db(sub)
+    _add_report(sub)
+    _add_explain(sub)
+    _add_quota(sub)
+    return parser
 
-    def common(p):
-        p.add_argument("--config-file", help="YAML settings file")
-        p.add_argument("--db", help="SQLAlchemy database URL "
-                       "(default: SQLite under the user's data directory)")
 
+def _database_options(p: argparse.ArgumentParser) -> None:
+    """Options of every command that opens the database; `explain` is
+    only an HTTP client and has none."""
+    p.add_argument("--config-file", help="YAML settings file")
+    p.add_argument("--db", help="SQLAlchemy database URL "
+                   "(default: SQLite under the user's data directory)")
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="run the API service")
-    common(serve)
+    _database_options(serve)
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--auth", choices=["noauth2", "keystone"])
@@ -72,15 +83,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--quota-unregistered-is-zero",
                        action=argparse.BooleanOptionalAction, default=None)
 
+
+def _add_db(sub: argparse._SubParsersAction) -> None:
     db = sub.add_parser("db", help="schema management")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     for name, text in (("upgrade", "create or upgrade the schema"),
                        ("version", "print the schema revision")):
-        common(db_sub.add_parser(name, help=text))
+        _database_options(db_sub.add_parser(name, help=text))
     imp = db_sub.add_parser(
         "import", help="copy an OpenStack Placement database (2023.1 .. 16.0) "
         "into this one, in one transaction; the source is only read")
-    common(imp)
+    _database_options(imp)
     imp.add_argument("--from", dest="from_url", required=True, metavar="URL",
                      help="Placement's database URL, e.g. "
                      "mysql+pymysql://placement:PASSWORD@db/placement")
@@ -91,24 +104,28 @@ def _parser() -> argparse.ArgumentParser:
                      "consumers, allocations, custom classes or custom traits, "
                      "delete them first (same transaction); projects, users, "
                      "consumer types and quota data are kept")
-    common(db_sub.add_parser(
+    _database_options(db_sub.add_parser(
         "check", help="check that the sums kept beside the allocations (each "
         "inventory's used, the project usage summary) agree with them; "
         "read-only"))
     cmp_ = db_sub.add_parser(
         "compare", help="compare an OpenStack Placement database with this "
         "one, row by row (after an import; stop Placement's writers first)")
-    common(cmp_)
+    _database_options(cmp_)
     cmp_.add_argument("--from", dest="from_url", required=True, metavar="URL",
                       help="Placement's database URL")
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser(
         "report", help="print the fleet's capacity per resource class and "
         "each project tree's limits, usage and headroom (read-only)")
-    common(report)
+    _database_options(report)
     report.add_argument("--format", choices=["text", "json"], default="text",
                         dest="report_format")
 
+
+def _add_explain(sub: argparse._SubParsersAction) -> None:
     explain = sub.add_parser(
         "explain", help="ask a running service why a candidates query answers "
         "what it does (GET /explain/allocation_candidates), readably")
@@ -118,17 +135,18 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("query", help="the allocation-candidates query string "
                          "(or its path or URL), explain_provider=<uuid> included")
 
+
+def _add_quota(sub: argparse._SubParsersAction) -> None:
     quota = sub.add_parser("quota", help="the deployment's quota enforcement")
     quota_sub = quota.add_subparsers(dest="quota_command", required=True)
     enforcement = quota_sub.add_parser(
         "enforcement", help="show or change whether quota is enforced, and "
         "under which model, for every process of this deployment")
-    common(enforcement)
+    _database_options(enforcement)
     enforcement.add_argument("--set", choices=["on", "off"], dest="set_enforce",
                              help="turn enforcement on or off")
     enforcement.add_argument("--model", choices=["flat", "strict_two_level"],
                              dest="set_model", help="change the model")
-    return parser
 
 
 # Parser destinations that are not settings.

@@ -183,21 +183,61 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
             provider_hint: Optional[Mapping[str, int]] = None) -> None:
     """Set the allocations of each consumer in `writes`, all or nothing.
     `provider_hint`: provider uuid -> id as a process's copy of the facts
-    had it (see provider_ids); a retry after a lost race goes without."""
+    had it (see provider_ids); a retry after a lost race goes without.
+
+    The steps below run in the module docstring's order, and racing
+    writers depend on it: each step that locks or writes stays visible
+    here, in that order.
+    """
+    uuids = _consumer_uuids(writes)
+    rcs, rps = _resolve(conn, writes, provider_hint)
+    stored = consumers.get_many(conn, uuids)
+    after_write = [check.before_write(conn, _owners(writes, stored))
+                   for check in claim_checks]
+    written, existing_ids = _lock_consumers(conn, writes, stored)
+    old = _holdings(conn, existing_ids)
+    names_by_id = _lock_providers(conn, written, old, rps)
+    amounts, rows, deltas = _new_allocations(written, old, rps, rcs)
+    held, moved = _usage_moves(old, amounts)
+    if existing_ids:
+        conn.execute(_DROP_HOLDINGS, {"ids": existing_ids})
+    changed = capacity.add_usage(conn, moved, returning=True)
+    capacity.check(conn, amounts, names_by_id,
+                   {v: k for k, v in rcs.items()}, held, changed)
+    if rows:
+        conn.execute(_INSERT, rows)
+    consumers.delete_if_empty(conn, existing_ids)
+    # After every other lock the write takes; before the claim checks,
+    # which count usage from the summary.
+    usage_summary.apply(conn, deltas)
+    for check in after_write:
+        check(conn)
+
+
+def _consumer_uuids(writes: list[ConsumerWrite]) -> set[str]:
     seen: set[str] = set()
     for w in writes:
         if w.consumer_uuid in seen:
             raise errors.Invalid(
                 f"consumer {w.consumer_uuid} appears more than once.")
         seen.add(w.consumer_uuid)
-    rcs, rps = _resolve(conn, writes, provider_hint)
+    return seen
 
-    # Each consumer written, with its owner before the write (None: new).
-    written: list[tuple[ConsumerWrite, consumers.Consumer, Any]] = []
+
+# A consumer written, with its owner before the write (None: new).
+_Written = tuple[ConsumerWrite, consumers.Consumer,
+                 Optional[usage_summary.Owner]]
+
+
+def _lock_consumers(conn: Connection, writes: list[ConsumerWrite],
+                    stored: Mapping[str, consumers.Consumer]
+                    ) -> tuple[list[_Written], list[int]]:
+    """Step 1: bump each consumer's generation (its row lock) or create it,
+    sorted by uuid, so that writers of the same consumers lock them in one
+    order. Returns the consumers written (one emptied that never existed
+    is not) and the ids of those that existed before."""
+    written: list[_Written] = []
     existing_ids: list[int] = []
-    stored = consumers.get_many(conn, seen)
-    after_write = [check.before_write(conn, _owners(writes, stored))
-                   for check in claim_checks]
     for w in sorted(writes, key=lambda w: w.consumer_uuid):
         consumer = stored.get(w.consumer_uuid)
         before = None if consumer is None else consumer.owner
@@ -217,11 +257,28 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
         else:
             continue
         written.append((w, consumer, before))
+    return written, existing_ids
 
-    old = _holdings(conn, existing_ids)
+
+def _lock_providers(conn: Connection, written: list[_Written],
+                    old: list[tuple[int, int, int, int]],
+                    rps: Mapping[str, int]) -> dict[int, str]:
+    """Step 2: lock the providers Placement bumps (those the write claims
+    on, and those an emptied consumer lets go of); uuid by id."""
     emptied = {consumer.id for w, consumer, _ in written if not w.allocations}
     touched = {rp for cid, rp, _rc, _n in old if cid in emptied} | set(rps.values())
-    names_by_id = bump_providers(conn, touched, {v: k for k, v in rps.items()})
+    return bump_providers(conn, touched, {v: k for k, v in rps.items()})
+
+
+def _new_allocations(written: list[_Written],
+                     old: list[tuple[int, int, int, int]],
+                     rps: Mapping[str, int], rcs: Mapping[str, int]
+                     ) -> tuple[dict[tuple[int, int], list[int]], list[dict],
+                                usage_summary.Deltas]:
+    """The allocation rows to insert; the amounts claimed at each
+    (provider id, class id), one per consumer, since each must respect
+    the inventory's unit limits on its own; and what the write changes in
+    its owners' usage sums."""
     amounts: dict[tuple[int, int], list[int]] = defaultdict(list)
     rows = []
     deltas = usage_summary.Deltas()
@@ -242,6 +299,15 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
                              "consumer_id": consumer.id,
                              "resource_class_id": key[1], "used": used})
         deltas.holding(consumer.owner, consumer.id, now, 1)
+    return amounts, rows, deltas
+
+
+def _usage_moves(old: list[tuple[int, int, int, int]],
+                 amounts: Mapping[tuple[int, int], list[int]]
+                 ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+    """What the writers held where they claim, which the capacity check
+    compares against, and how much each inventory's `used` moves: the
+    new claims less everything the writers held before."""
     held: dict[tuple[int, int], int] = defaultdict(int)
     moved: dict[tuple[int, int], int] = defaultdict(int)
     for _cid, rp, rc, n in old:
@@ -250,19 +316,7 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
             held[(rp, rc)] += n
     for key, claimed in amounts.items():
         moved[key] += sum(claimed)
-    if existing_ids:
-        conn.execute(_DROP_HOLDINGS, {"ids": existing_ids})
-    changed = capacity.add_usage(conn, moved, returning=True)
-    capacity.check(conn, amounts, names_by_id,
-                   {v: k for k, v in rcs.items()}, held, changed)
-    if rows:
-        conn.execute(_INSERT, rows)
-    consumers.delete_if_empty(conn, existing_ids)
-    # After every other lock the write takes; before the claim checks,
-    # which count usage from the summary.
-    usage_summary.apply(conn, deltas)
-    for check in after_write:
-        check(conn)
+    return held, moved
 
 
 def _owners(writes: list[ConsumerWrite],
