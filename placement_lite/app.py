@@ -228,13 +228,20 @@ def build_wsgi(settings: Settings, db: Optional[Database] = None,
 
 
 def _read_facts(services: Services) -> None:
+    """A serving process's facts thread: the copy read at start, then
+    checked against the database now and then."""
     try:
         with services.db.read() as conn:
             services.facts.current(conn)
     except Exception:  # noqa: BLE001 - the first request that needs it reads it
         LOG.warning("could not read the providers' facts at start; the first "
                     "candidates request will", exc_info=True)
-        return
+    else:
+        _freeze()
+    services.facts.keep_checking(services.db)
+
+
+def _freeze() -> None:
     # The copy is most of what the process holds (millions of objects at
     # 100,000 providers) and lives as long as it, like what start-up built
     # (worker.run_worker freezes that before this thread reads): out of the

@@ -31,14 +31,13 @@ BEHIND_AT_MOST = 30.0
 
 class FactsCache:
     """One process's current Snapshot, for every thread of it; checked
-    against the database every `check_every` seconds (0: never) by the
-    request that finds the check due (candidates/selfcheck.py)."""
+    against the database every `check_every` seconds (0: never) by
+    keep_checking (candidates/selfcheck.py)."""
 
     def __init__(self, check_every: float = CHECK_EVERY):
         self._snapshot: Optional[Snapshot] = None
         self._lock = threading.Lock()
         self.check_every = check_every
-        self._checked_at = time.monotonic()
         self._checking = threading.Lock()
         # Self-checks by outcome: same, different, or inconclusive (a
         # write landed during the check).
@@ -58,8 +57,6 @@ class FactsCache:
         heads = facts_log.heads(conn)
         snap = self._snapshot
         if snap is not None and snap.heads == heads:
-            if 0 < self.check_every <= time.monotonic() - self._checked_at:
-                return self._checked(conn, snap)
             return snap
         with self._lock:
             snap = self._snapshot
@@ -96,18 +93,21 @@ class FactsCache:
         with self._checking:
             return self._check(conn, snap)[0]
 
-    def _checked(self, conn: Connection, snap: Snapshot) -> Snapshot:
-        """The due self-check, by one thread at a time (others go on with
-        `snap`, unchecked as before)."""
-        if not self._checking.acquire(blocking=False):
-            return snap
-        try:
-            return self._check(conn, snap)[1]
-        finally:
-            self._checking.release()
+    def keep_checking(self, db) -> None:
+        """Check the copy every `check_every` seconds for as long as the
+        process lives (0: never), each in a read transaction of its own:
+        a serving process's facts thread runs this, so no request waits
+        for a check."""
+        while self.check_every > 0:
+            time.sleep(self.check_every)
+            try:
+                with db.read() as conn:
+                    self.check(conn)
+            except Exception:  # noqa: BLE001 - the next check tries again
+                LOG.warning("could not check this process's copy of the "
+                            "providers' facts against the database", exc_info=True)
 
     def _check(self, conn: Connection, snap: Snapshot) -> tuple:
-        self._checked_at = time.monotonic()
         found = selfcheck.differences(conn, snap)
         if found is None:
             self.checks["inconclusive"] += 1

@@ -95,7 +95,8 @@ class Snapshot:
     __slots__ = ("heads", "uuid", "parent", "root", "members", "roots",
                  "inventory", "traits", "aggregates", "trait_names",
                  "class_names", "aggregate_ids", "sharing", "in_aggregate",
-                 "by_uuid", "bounds", "built", "serial", "since", "affected")
+                 "by_uuid", "bounds", "counts", "built", "serial", "since",
+                 "affected")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
@@ -140,6 +141,10 @@ class Snapshot:
         self.since = None if before is None else before.serial
         self.affected = None if before is None else affected
         self.by_uuid = self._uuid_index(before, changed)  # uuid -> rp
+        # Rows of each kind the copy holds, as the self-check compares
+        # them with the database's (selfcheck.py): kept up as the copy is,
+        # so a check costs nothing per provider.
+        self.counts = self._counts(before, changed)
         # The lowest and highest provider id (None: no provider): every
         # search asks.
         if before is not None and root is before.root:
@@ -147,6 +152,27 @@ class Snapshot:
         else:
             self.bounds = (min(root), max(root)) if root else None
         self.built = time.monotonic()
+
+    def _counts(self, before: Optional["Snapshot"], changed: frozenset) -> dict:
+        if before is None:
+            return {"providers": (len(self.uuid), sum(self.uuid)),
+                    "inventory rows": sum(map(len, self.inventory.values())),
+                    "trait links": sum(map(len, self.traits.values())),
+                    "aggregate links": sum(map(len, self.aggregates.values()))}
+        count, ids = before.counts["providers"]
+        counts = dict(before.counts)
+        for name, old, new in (("inventory rows", before.inventory, self.inventory),
+                               ("trait links", before.traits, self.traits),
+                               ("aggregate links", before.aggregates, self.aggregates)):
+            if new is not old:
+                counts[name] += sum(len(new.get(rp, ())) - len(old.get(rp, ()))
+                                    for rp in changed)
+        for rp in changed:
+            was, now = rp in before.uuid, rp in self.uuid
+            count += now - was
+            ids += rp * (now - was)
+        counts["providers"] = (count, ids)
+        return counts
 
     def _uuid_index(self, before: Optional["Snapshot"], changed: frozenset) -> dict:
         if before is None:
