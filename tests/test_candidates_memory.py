@@ -957,3 +957,25 @@ def test_a_check_while_a_write_lands_tells_nothing(db, apps, monkeypatch):
         calls.clear()
         assert cache.check(conn) is None
     assert cache.checks["inconclusive"] == 1 and cache.loads == 1
+
+
+def test_a_parts_text_goes_with_the_part():
+    """The API keeps each tree part's text only as long as the engine
+    keeps the part: no text outlives it, whatever the format."""
+    import gc
+    from placement_lite.api.render.candidates import Format, PartTexts, _PartText
+    from placement_lite.candidates.by_tree import TreePart
+    texts = PartTexts()
+    fmts = [Format(True, True, None, True, True), Format(True, False, None, True, False)]
+    part = TreePart((None,), ((1, 1),), (), (1,), 0)
+    other = TreePart((None,), ((2, 1),), (), (2,), 0)
+    assert part.token != other.token
+    for fmt in fmts:
+        PartTexts.put(texts.table(fmt), part, _PartText("a", ("a",), "s"))
+        PartTexts.put(texts.table(fmt), other, _PartText("b", ("b",), "t"))
+    assert [len(texts.table(fmt)) for fmt in fmts] == [2, 2]
+    token = part.token
+    del part
+    gc.collect()
+    assert [sorted(texts.table(fmt)) for fmt in fmts] == [[other.token]] * 2
+    assert token not in texts.table(fmts[0])

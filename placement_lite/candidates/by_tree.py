@@ -12,6 +12,7 @@ long as the part lives (api/render/candidates.py).
 """
 from __future__ import annotations
 
+import itertools
 from itertools import islice
 from typing import Optional
 
@@ -27,16 +28,21 @@ from placement_lite.candidates.snapshot import Snapshot
 # A full answer kept tree by tree for at most this many trees (beyond,
 # each request works the answer out whole, as a bounded one does).
 TREES_KEPT = combiner.REMEMBERED_TREES
+_TOKENS = itertools.count()
 
 
 class TreePart:
     """One tree's part of an answer: what it gives and what it was made
     from. Never changed once made; kept while the tree's usage holds."""
 
-    __slots__ = ("usage", "keys", "candidates", "summary_ids", "steps", "__weakref__")
+    __slots__ = ("usage", "keys", "candidates", "summary_ids", "steps", "token",
+                 "__weakref__")
 
     def __init__(self, usage: tuple, keys: tuple, candidates: tuple,
                  summary_ids: tuple, steps: int):
+        # Names this part and no other, ever, in this process: what is
+        # derived from it elsewhere (its text) may be kept by it.
+        self.token = next(_TOKENS)
         self.usage = usage  # `used` of each of `keys`, as read (None: 0)
         self.keys = keys  # (provider, class) of every inventory row of the tree
         self.candidates = candidates  # engine Candidates, in order
@@ -195,9 +201,10 @@ class _TreeAnswer:
                 if part is not None:
                     kept[key] = part
             if part is not None:
-                # Stale, its last count is the best guess: a claim
-                # seldom changes it (if it did, the scan goes on).
-                guess += len(part.candidates)
+                if part.candidates:
+                    # Stale, its last count is the best guess: a claim
+                    # seldom changes it (if it did, the scan goes on).
+                    guess += len(part.candidates)
                 if part.usage != usage:
                     part = None
             if part is None:

@@ -14,6 +14,7 @@ copy's serial and the answer's format.
 from __future__ import annotations
 
 import json
+import operator
 import threading
 import weakref
 from collections import OrderedDict
@@ -97,23 +98,42 @@ class Format(NamedTuple):
 
 class PartTexts:
     """Each tree's part of an answer as text, per format, for as long as
-    the engine keeps the part (by_tree.TreePart, never changed): keyed by
-    the part itself, weakly, so a part the engine lets go takes its text
-    with it, and bounded by what the engine keeps. Requests only add
-    (one dict store each); nothing iterates it."""
+    the engine keeps the part (by_tree.TreePart, never changed). A
+    format's table is keyed by the part's token (unique in the process)
+    and its entry goes the moment the engine lets the part go (a weak
+    reference's callback): bounded by what the engine keeps. Requests
+    only add and read entries (one dict operation each); nothing
+    iterates a table."""
 
     def __init__(self):
-        self._texts = weakref.WeakKeyDictionary()
+        self._formats: dict = {}  # Format -> {token: _PartText}
 
-    def of(self, part, fmt: Format, make) -> tuple:
-        """(each candidate's text, the summaries' text) of `part`."""
-        per_format = self._texts.get(part)
-        if per_format is None:
-            per_format = self._texts.setdefault(part, {})
-        found = per_format.get(fmt)
+    def table(self, fmt: "Format") -> dict:
+        found = self._formats.get(fmt)
         if found is None:
-            found = per_format[fmt] = make()
+            found = self._formats.setdefault(fmt, {})
         return found
+
+    @staticmethod
+    def put(table: dict, part, text: "_PartText") -> "_PartText":
+        token = part.token
+        # Held by the entry, so the callback lives as long as it does.
+        ref = weakref.ref(part, lambda _ref: table.pop(token, None))
+        table[token] = text._replace(ref=ref)
+        return text
+
+
+class _PartText(NamedTuple):
+    """A part's text in one format."""
+    requests: str  # its candidates' texts, joined
+    each: tuple  # each candidate's text (for a bound within the part)
+    summaries: str  # its providers' summaries, joined
+    ref: object = None  # a weak reference to the part, with the callback
+
+
+_TOKEN = operator.attrgetter("token")
+_REQUESTS = operator.attrgetter("requests")
+_SUMMARIES = operator.attrgetter("summaries")
 
 
 def body(answer, fmt: Format, texts: ProviderTexts, parts: PartTexts) -> bytes:
@@ -138,21 +158,28 @@ def body(answer, fmt: Format, texts: ProviderTexts, parts: PartTexts) -> bytes:
 
 def _parts_texts(answer: Parts, fmt: Format, texts: ProviderTexts,
                  parts: PartTexts) -> tuple:
-    snap = answer.snapshot
-    quoted = texts.of(snap, "quoted uuid")
-    reqs, sums = [], []
-    last = len(answer.parts) - 1
-    for i, part in enumerate(answer.parts):
-        given, summary = parts.of(part, fmt, lambda part=part: (
-            tuple(_request_texts(part.candidates, answer.class_names, snap.uuid,
-                                 quoted, fmt.mappings)),
-            ",".join(_summary_texts(snap, part.summary_ids, part.used().get, fmt,
-                                    texts))))
-        if i == last and answer.last is not None:
-            given = given[:answer.last]
-        reqs.extend(given)
-        sums.append(summary)
-    return "[%s]" % ",".join(reqs), "{%s}" % ",".join(sums)
+    """The answer's two texts, made of its parts' (a thousand parts are
+    looked up and joined without a Python loop over them)."""
+    if not answer.parts:
+        return "[]", "{}"
+    table = parts.table(fmt)
+    found = list(map(table.get, map(_TOKEN, answer.parts)))
+    if None in found:
+        snap = answer.snapshot
+        quoted = texts.of(snap, "quoted uuid")
+        for i, part in enumerate(answer.parts):
+            if found[i] is None:
+                each = tuple(_request_texts(part.candidates, answer.class_names,
+                                            snap.uuid, quoted, fmt.mappings))
+                found[i] = parts.put(table, part, _PartText(
+                    ",".join(each), each, ",".join(_summary_texts(
+                        snap, part.summary_ids, part.used().get, fmt, texts))))
+    if answer.last is not None:
+        # The bound falls within the last part's candidates.
+        last = found[-1]
+        found[-1] = last._replace(requests=",".join(last.each[:answer.last]))
+    return ("[%s]" % ",".join(map(_REQUESTS, found)),
+            "{%s}" % ",".join(map(_SUMMARIES, found)))
 
 
 def _requests_list(result) -> str:
