@@ -136,9 +136,10 @@ class Why:
         rest = [_Numbered(s, False) for s in steps.unnumbered_steps(g, lk, RP)]
         for name, amount in sorted(g.resources.items()):
             rc = lk.rc_ids[name]
-            cap = _Numbered(steps.Step("resources", f"{name}:{amount}",
-                                       filters.has_capacity(RP.c.id, rc, amount),
-                                       rc=rc, amount=amount), False)
+            cap = _Numbered(steps.Step(
+                "resources", f"{name}:{amount}",
+                lambda rc=rc, amount=amount: filters.has_capacity(RP.c.id, rc, amount),
+                rc=rc, amount=amount), False)
             passing, failed = self._first_failures(cands, [cap] + rest)
             if passing:
                 serving |= passing
