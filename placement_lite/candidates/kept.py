@@ -98,14 +98,7 @@ class KeptCache:
                 # A copy this cache does not serve (older than the newest,
                 # or never published here): the request's own.
                 return Kept(by_tree)
-            found = self._shapes.get(key)
-            if found is None:
-                found = self._shapes[key] = Kept(by_tree)
-                if len(self._shapes) > self.bound:
-                    self._shapes.popitem(last=False)
-            else:
-                self._shapes.move_to_end(key)
-            return found
+            return lru_entry(self._shapes, key, lambda: Kept(by_tree), self.bound)
 
     def advance(self, snap) -> None:
         """Serve copy `snap` from now on: each shape's Kept carried over
@@ -125,6 +118,20 @@ class KeptCache:
         of the index, for tests and metrics)."""
         with self._lock:
             return list(self._shapes.items())
+
+
+def lru_entry(entries: OrderedDict, key, make, bound: int):
+    """entries[key], made by make() when missing, and marked as the most
+    recently asked; past `bound` entries the least recently asked goes.
+    The caller holds the lock guarding `entries`."""
+    found = entries.get(key)
+    if found is None:
+        found = entries[key] = make()
+        if len(entries) > bound:
+            entries.popitem(last=False)
+    else:
+        entries.move_to_end(key)
+    return found
 
 
 def kept_for(cache: Optional[KeptCache], snap, key, by_tree: bool = False) -> Kept:

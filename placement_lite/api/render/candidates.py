@@ -23,6 +23,7 @@ from typing import NamedTuple, Optional
 from json.encoder import encode_basestring_ascii as quote
 
 from placement_lite.candidates.by_tree import Parts
+from placement_lite.candidates.kept import lru_entry
 
 # Formats (uuid quoting, summaries per microversion and classes) kept.
 FORMATS_KEPT = 16
@@ -54,14 +55,7 @@ class ProviderTexts:
                 if self._serial is not None and snap.serial < self._serial:
                     return {}
                 self._advance(snap)
-            found = self._formats.get(key)
-            if found is None:
-                found = self._formats[key] = {}
-                if len(self._formats) > self.bound:
-                    self._formats.popitem(last=False)
-            else:
-                self._formats.move_to_end(key)
-            return found
+            return lru_entry(self._formats, key, dict, self.bound)
 
     def _advance(self, snap) -> None:
         carried: OrderedDict = OrderedDict()
@@ -74,17 +68,6 @@ class ProviderTexts:
                 carried[key] = texts
         self._formats = carried
         self._serial = snap.serial
-
-
-def requests_list(result) -> str:
-    """Before DICT_ALLOCATIONS: a list of {resource_provider: {uuid}, resources}."""
-    names = result.class_names
-    uuids = result.uuids
-    return json.dumps([{"allocations": [
-        {"resource_provider": {"uuid": uuids[rp]},
-         "resources": {names[rc]: n for rc, n in res.items()}}
-        for rp, res in cand.allocations.items()]}
-        for cand in result.candidates], separators=(",", ":"))
 
 
 class Format(NamedTuple):
