@@ -159,12 +159,13 @@ for _name in ("registered_limits:create", "registered_limits:update",
 own_rule("placement:quota:check")
 own_rule("placement:lease:check")
 own_rule("placement:lease:ledger", PROJECT_READER)
-# Explain shows providers, traits and aggregates across every project:
-# an admin's or a reader's view; scoped like the candidates query it
-# explains, and the admin's alone under legacy, as our routes are.
-register("placement:explain:allocation_candidates", f"{ADMIN_OR_SERVICE} or role:reader",
-         legacy="rule:admin_api", scope_types=PROJECT_SCOPE, caller_target=True,
-         description="Explain an allocation candidates query.")
+# Explain answers with what the candidates query reads (every provider's
+# capacity, usage, traits and aggregates), which Placement gives to the
+# admin and services only: whoever the candidates rule admits, in every
+# profile, and a policy file that changes that rule changes this one.
+register("placement:explain:allocation_candidates",
+         "rule:placement:allocation_candidates:list", scope_types=PROJECT_SCOPE,
+         caller_target=True, description="Explain an allocation candidates query.")
 
 
 class PolicyError(ValueError):
