@@ -147,6 +147,15 @@ CASES = [
     # aggregates: whoever may list candidates, and no one else.
     ("explain candidates", "GET", "/explain/allocation_candidates?resources=VCPU:1",
      "1.10", None, PLACEMENT_DEFAULT),
+    # Keystone's identity:list_services and identity:list_endpoints:
+    # "role:admin or (role:reader and system_scope:all)"; not a project's
+    # reader, and not the service role.
+    ("list catalog services", "GET", "/v3/services", None, None,
+     {"legacy": ANY_SCOPE_ADMINS, "secure-rbac": ANY_SCOPE_ADMINS | SYSTEM,
+      "open": ALL}),
+    ("list catalog endpoints", "GET", "/v3/endpoints", None, None,
+     {"legacy": ANY_SCOPE_ADMINS, "secure-rbac": ANY_SCOPE_ADMINS | SYSTEM,
+      "open": ALL}),
 ]
 
 

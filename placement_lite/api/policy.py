@@ -138,7 +138,7 @@ def own_rule(name: str, check: str = ADMIN_OR_SERVICE,
     return register(name, check, legacy="rule:admin_api", admin_only=admin_only)
 
 
-# Quota: limit definitions, the model and the catalog are readable by any
+# Quota: limit definitions, the model and the regions are readable by any
 # project reader or member; limits by the project they belong to; every
 # write is the admin's. A system-scoped reader (what Keystone's defaults
 # and oslo.limit's service user rely on) may read limits and projects.
@@ -147,6 +147,14 @@ SYSTEM_READER = "role:reader and system_scope:all"
 for _name in ("registered_limits:list", "registered_limits:show", "model:show",
               "catalog:read"):
     own_rule(f"placement:limits:{_name}", QUOTA_READER)
+# Services and endpoints map every service of the cloud to where it
+# listens: Keystone keeps them from project tokens
+# (identity:list_services, get_service, list_endpoints, get_endpoint), and
+# so do we, with the same default. oslo.limit reads its endpoint with a
+# system reader, or with no token when quota_limits_public_read is on.
+ADMIN_OR_SYSTEM_READER = f"role:admin or ({SYSTEM_READER})"
+for _name in ("services:list", "services:show", "endpoints:list", "endpoints:show"):
+    own_rule(f"placement:limits:{_name}", ADMIN_OR_SYSTEM_READER)
 own_rule("placement:limits:limits:list", f"{PROJECT_READER} or ({SYSTEM_READER})")
 own_rule("placement:limits:limits:show", f"{ADMIN_OR_SERVICE} or ({SYSTEM_READER})")
 own_rule("placement:limits:projects:list", f"{ADMIN_OR_SERVICE} or ({SYSTEM_READER})")
