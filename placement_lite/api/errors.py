@@ -1,7 +1,8 @@
 """Error bodies, and the one map from domain errors to HTTP statuses.
 
 On Placement's routes and our /quota and /v1 routes an error body is
-API-WG JSON:
+API-WG JSON (but for the /v1 lease refusal, Blazar's `{"message": ...}`,
+which api/resources/lease.py answers itself):
   {"errors": [{"status": 409, "title": "Conflict", "detail": "...",
                "code": "placement.concurrent_update", "request_id": "req-..."}]}
 with `code` present from microversion 1.23, as in Placement; on the routes
