@@ -47,6 +47,24 @@ def _drain(server, timeout: float) -> None:
                                     timeout=max(0.0, deadline - time.monotonic()))
 
 
+def _await_idle_threads(dispatcher, timeout: float = 2.0) -> None:
+    """Return once every waitress thread waits for work (or at `timeout`).
+
+    waitress counts a thread as busy from its start until it first waits
+    for a task, and warns ("Task queue depth is 1") when a task finds no
+    idle thread. The listening socket takes connections before the server
+    starts its threads, so the first request (a health probe, a client
+    that connected during start-up) is handed over within a millisecond of
+    their start, finds all of them still "busy" and is reported as queued
+    although nothing else was running. Accepting only once they are idle
+    keeps the warning for what it is for, a request that waited because
+    every thread was serving another, without raising its logger's level.
+    """
+    deadline = time.monotonic() + timeout
+    while dispatcher.active_count > 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] = None,
                worker: Optional[int] = None, app=None) -> None:
     """Serve on `sock` until SIGTERM/SIGINT, then drain."""
@@ -64,6 +82,7 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
         # (InputLimitsMiddleware); far larger ones are refused by waitress
         # before they are buffered.
         max_request_body_size=max(4 * settings.max_body_bytes, 8 * 1024 * 1024))
+    _await_idle_threads(server.task_dispatcher)
     stop: list[int] = []
 
     def on_signal(signum, _frame):

@@ -280,11 +280,14 @@ def test_openapi_documents_the_route_with_the_candidates_query(db):
     assert found.status_code == 400
 
 
+# The candidates query's rule: admin or service, whatever the profile
+# (open lets anyone in); a project's reader sees no one's providers.
 @pytest.mark.parametrize("profile, roles, status", [
-    ("secure-rbac", "reader", 200), ("secure-rbac", "member", 403),
-    ("secure-rbac", "admin", 200), ("legacy", "reader", 403),
+    ("secure-rbac", "reader", 403), ("secure-rbac", "member", 403),
+    ("secure-rbac", "admin", 200), ("secure-rbac", "service", 200),
+    ("legacy", "reader", 403), ("legacy", "service", 200),
     ("open", "member", 200)])
-def test_policy_admin_or_reader_by_default(db, profile, roles, status):
+def test_policy_is_the_candidates_querys(db, profile, roles, status):
     import falcon.testing
     from placement_lite.app import create_app
     from placement_lite.config import Settings

@@ -30,9 +30,15 @@ def public_read(request):
     return request.param
 
 
+@pytest.fixture(params=["legacy"])
+def policy_profile(request):
+    return request.param
+
+
 @pytest.fixture
-def server(db, public_read):
-    settings = Settings(db=db.url, quota_limits_public_read=public_read)
+def server(db, public_read, policy_profile):
+    settings = Settings(db=db.url, quota_limits_public_read=public_read,
+                        policy_profile=policy_profile)
     with served(create_app(settings, db)) as base:
         yield base
 
@@ -117,6 +123,9 @@ def test_model_document_matches_what_oslo_limit_reads(server, conf):
     assert resp.status_code == 401
 
 
+# Under secure-rbac the endpoint oslo.limit looks up is the admin's or a
+# system reader's (Keystone's identity:get_endpoint), not a project's.
+@pytest.mark.parametrize("policy_profile", ["legacy", "secure-rbac"])
 @pytest.mark.parametrize("public_read", [False], ids=["token"])
 def test_oslo_limit_with_a_token_needs_no_public_reads(server, conf):
     """auth_type = admin_token sends a static token (noauth2's admin here),

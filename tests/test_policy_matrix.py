@@ -143,6 +143,19 @@ CASES = [
     ("list projects", "GET", "/v3/projects", None, None,
      {"legacy": ANY_SCOPE_ADMINS, "secure-rbac": ADMIN_OR_SERVICE | SYSTEM,
       "open": ALL}),
+    # Explain shows every provider's capacity, usage, traits and
+    # aggregates: whoever may list candidates, and no one else.
+    ("explain candidates", "GET", "/explain/allocation_candidates?resources=VCPU:1",
+     "1.10", None, PLACEMENT_DEFAULT),
+    # Keystone's identity:list_services and identity:list_endpoints:
+    # "role:admin or (role:reader and system_scope:all)"; not a project's
+    # reader, and not the service role.
+    ("list catalog services", "GET", "/v3/services", None, None,
+     {"legacy": ANY_SCOPE_ADMINS, "secure-rbac": ANY_SCOPE_ADMINS | SYSTEM,
+      "open": ALL}),
+    ("list catalog endpoints", "GET", "/v3/endpoints", None, None,
+     {"legacy": ANY_SCOPE_ADMINS, "secure-rbac": ANY_SCOPE_ADMINS | SYSTEM,
+      "open": ALL}),
 ]
 
 
@@ -420,3 +433,51 @@ def test_a_route_absent_at_the_microversion_is_404_before_policy(clients):
     assert client.simulate_get("/traits", headers={
         **ROLES["project_reader"], "OpenStack-API-Version": "placement 1.6"}
     ).status_code == 403
+
+
+def _explain_client(tmp_path, **kw):
+    url = f"sqlite:///{tmp_path / 'p.sqlite'}"
+    from placement_lite.server import prepare_database
+    db = prepare_database(Settings(db=url))
+    return db, falcon.testing.TestClient(create_app(Settings(db=url, **kw), db))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_consoles_explain_page_admits_whom_the_candidates_rule_admits(
+        tmp_path, profile):
+    """The page runs the explain route's search under its rule: a reader
+    the candidates query refuses sees no provider through the console."""
+    from placement_lite.ui.session import COOKIE
+    db, client = _explain_client(tmp_path, ui=True, policy_profile=profile)
+    try:
+        outcome = {}
+        for role in ("project_reader", "project_admin", "service"):
+            headers = dict(ROLES[role])
+            token = headers.pop("X-Auth-Token")
+            result = client.simulate_get("/ui/explain", cookies={COOKIE: token},
+                                         headers=headers)
+            assert result.status_code in (200, 403), (role, result.status_code)
+            outcome[role] = result.status_code == 200
+        assert outcome == {role: role in PLACEMENT_DEFAULT[profile]
+                           for role in outcome}
+    finally:
+        db.dispose()
+
+
+def test_explain_follows_a_policy_file_that_opens_the_candidates_query(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text('"placement:allocation_candidates:list": "role:reader"\n')
+    db, client = _explain_client(tmp_path, policy_profile="secure-rbac",
+                                 policy_file=str(path))
+    try:
+        headers = {**ROLES["project_reader"], "OpenStack-API-Version": "placement 1.10"}
+        for route in ("/allocation_candidates", "/explain/allocation_candidates"):
+            assert client.simulate_get(route, query_string="resources=VCPU:1",
+                                       headers=headers).status_code == 200, route
+        # The service the file no longer names is refused by both alike.
+        headers = {**ROLES["service"], "OpenStack-API-Version": "placement 1.10"}
+        for route in ("/allocation_candidates", "/explain/allocation_candidates"):
+            assert client.simulate_get(route, query_string="resources=VCPU:1",
+                                       headers=headers).status_code == 403, route
+    finally:
+        db.dispose()

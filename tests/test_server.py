@@ -121,6 +121,69 @@ def test_one_log_line_per_request(db, fmt, caplog):
         assert fields["request_id"] in records[0].getMessage()
 
 
+@pytest.fixture
+def service_log():
+    """The log as the service writes it (logs.configure, as the command
+    line sets it up), into a buffer; the test's own handlers come back after."""
+    import io
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    buffers = []
+
+    def configure(fmt):
+        buf = io.StringIO()
+        logs.configure(fmt, "INFO", stream=buf)
+        buffers.append(buf)
+        return buf
+    yield configure
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in saved[0]:
+        root.addHandler(handler)
+    root.setLevel(saved[1])
+
+
+# A line break, a terminal escape (red), NUL, DEL, C1's NEL and CSI, and
+# Unicode's line and paragraph separators, percent-encoded in the path as
+# a caller sends them; the query string is the caller's too.
+FORGING_PATH = "/ui/static/a%0aINJECTED%20LINE%1b[31m%00%7f%C2%85%C2%9b%E2%80%A8%E2%80%A9"
+SHOWN_PATH = ("/ui/static/a\\nINJECTED LINE\\x1b[31m\\x00\\x7f\\x85\\x9b"
+              "\\u2028\\u2029")
+CONTROLS = [chr(c) for c in [*range(0x20), *range(0x7f, 0xa0), 0x2028, 0x2029]]
+
+
+@pytest.mark.parametrize("path", [FORGING_PATH, "/resource_providers%0d%0aX: 1"])
+def test_a_path_cannot_forge_a_text_log_line(db, service_log, path):
+    buf = service_log("text")
+    _client(db).simulate_get(path, query_string="name=a%0ab", headers=ADMIN)
+    out = buf.getvalue()
+    assert out.count("\n") == 1, out
+    assert not any(c in out[:-1] for c in CONTROLS), repr(out)
+    if path == FORGING_PATH:
+        assert SHOWN_PATH in out
+
+
+def test_a_path_cannot_forge_a_json_log_line(db, service_log):
+    buf = service_log("json")
+    result = _client(db).simulate_get(FORGING_PATH, headers=ADMIN)
+    (line,) = buf.getvalue().splitlines()
+    record = json.loads(line)
+    assert record["request_id"] == result.headers["x-openstack-request-id"]
+    assert record["path"] == SHOWN_PATH
+    # Raw DEL is valid in a JSON string; the value a log reader prints must
+    # hold no control character either.
+    assert not any(c in line or c in record["path"] for c in CONTROLS), repr(line)
+
+
+def test_log_escapes_leave_ordinary_text_alone():
+    assert logs.printable("/resource_providers/é?name=x y\\z") == \
+        "/resource_providers/é?name=x y\\z"
+    # Escaping twice changes nothing more: values escaped where they are
+    # logged pass the formatters unchanged.
+    once = logs.printable("a\x1b\n\u2028")
+    assert once == "a\\x1b\\n\\u2028" and logs.printable(once) == once
+
+
 def test_json_formatter_keeps_ordinary_records_and_exceptions():
     try:
         raise ValueError("boom")

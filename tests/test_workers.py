@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -220,6 +221,50 @@ def test_two_services_starting_at_once_share_one_schema_upgrade(backend):
         assert out.returncode == 0
         current, head = out.stdout.split(" (head ")
         assert current.strip() == head.strip(" )\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _first_request(port: int, timeout: float = 60.0) -> bytes:
+    """GET / sent as soon as the port takes connections: it waits in the
+    listen backlog while the process builds its app, and is accepted the
+    moment waitress starts (the start-up a health probe meets)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.002)
+    with conn:
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: placement\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_first_request_after_start_is_not_a_queue(sqlite_url, workers):
+    """waitress warns when a request waits for a thread; a single request
+    at start, with every thread free, does not wait."""
+    port = _free_port()
+    srv = start(sqlite_url, "--workers", workers, "--port", str(port))
+    try:
+        answer = _first_request(port)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        rid = re.search(rb"x-openstack-request-id: (req-[0-9a-f-]+)", answer, re.I)
+        srv.wait_for_line(rid.group(1).decode())
+        assert "Task queue depth" not in srv.output, srv.output
+        assert "WARNING" not in srv.output, srv.output
+    finally:
+        stop(srv)
 
 
 def test_json_logs_one_object_per_request(sqlite_url):

@@ -1,7 +1,8 @@
 """Error bodies, and the one map from domain errors to HTTP statuses.
 
 On Placement's routes and our /quota and /v1 routes an error body is
-API-WG JSON:
+API-WG JSON (but for the /v1 lease refusal, Blazar's `{"message": ...}`,
+which api/resources/lease.py answers itself):
   {"errors": [{"status": 409, "title": "Conflict", "detail": "...",
                "code": "placement.concurrent_update", "request_id": "req-..."}]}
 with `code` present from microversion 1.23, as in Placement; on the routes
@@ -30,6 +31,7 @@ from placement_lite import errors as lerr
 from placement_lite.api import echo
 from placement_lite.api.versions import ERROR_CODES
 from placement_lite.db.engine import is_retryable_db_error
+from placement_lite.logs import printable
 
 LOG = logging.getLogger(__name__)
 DEFAULT_CODE = lerr.DEFAULT_CODE
@@ -171,8 +173,9 @@ def _how_to_find_out(req) -> str:
 
 
 def outcome_unknown(req, exc: lerr.OutcomeUnknown) -> ApiError:
-    LOG.error("outcome unknown for %s %s (request %s): %s", req.method, req.path,
-              getattr(req.context, "request_id", "-"), exc.detail)
+    LOG.error("outcome unknown for %s %s (request %s): %s", printable(req.method),
+              printable(req.path), getattr(req.context, "request_id", "-"),
+              printable(exc.detail))
     return ApiError(
         falcon.HTTP_503,
         f"The outcome of this request is unknown: {exc.detail} "
@@ -189,8 +192,8 @@ def handle_domain_error(req, resp, exc, params):
 def handle_unexpected(req, resp, exc, params):
     if isinstance(exc, falcon.HTTPError):
         raise exc
-    LOG.exception("unexpected error on %s %s (request %s)", req.method,
-                  req.path, getattr(req.context, "request_id", "-"))
+    LOG.exception("unexpected error on %s %s (request %s)", printable(req.method),
+                  printable(req.path), getattr(req.context, "request_id", "-"))
     raise ApiError(falcon.HTTP_500,
                    "The server could not complete the request; the error was "
                    "logged with this request id.")
@@ -208,8 +211,9 @@ def handle_db_error(req, resp, exc, params):
                        "retry; try again.", code="placement.concurrent_update")
     if getattr(exc, "connection_invalidated", False):
         LOG.error("database connection lost during %s %s (request %s): %s",
-                  req.method, req.path, getattr(req.context, "request_id", "-"),
-                  getattr(exc, "orig", exc))
+                  printable(req.method), printable(req.path),
+                  getattr(req.context, "request_id", "-"),
+                  printable(str(getattr(exc, "orig", exc))))
         raise ApiError(
             falcon.HTTP_503,
             "The database connection was lost before the request completed; "

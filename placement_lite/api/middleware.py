@@ -11,6 +11,7 @@ import falcon
 from falcon.util import mediatypes
 
 from placement_lite.api import errors
+from placement_lite.logs import printable
 
 LOG = logging.getLogger("placement_lite.request")
 
@@ -32,6 +33,8 @@ class AccessLogMiddleware:
     The fields also travel on the record (`record.access`), so a JSON log
     formatter (placement_lite.logs) writes them as keys; `fmt="json"` makes
     the message itself a JSON object for handlers without that formatter.
+    What the caller sent (method, path, query) is escaped here, not only by
+    our formatters, so a host's own log handlers get safe values too.
     """
 
     def __init__(self, fmt: str = "text", observers=(), router=None):
@@ -60,14 +63,14 @@ class AccessLogMiddleware:
         version = str(getattr(req.context, "microversion", "") or "")
         fields = {
             "request_id": getattr(req.context, "request_id", None),
-            "method": req.method, "path": req.path, "status": status,
-            "ms": round(ms, 2), "microversion": version}
+            "method": printable(req.method), "path": printable(req.path),
+            "status": status, "ms": round(ms, 2), "microversion": version}
         if self.json:
             LOG.info(json.dumps(fields), extra={"access": fields})
         else:
             LOG.info("%s %s %s %d %.1fms %s", fields["request_id"] or "-",
-                     req.method, req.relative_uri, status, ms, version,
-                     extra={"access": fields})
+                     fields["method"], printable(req.relative_uri), status, ms,
+                     version, extra={"access": fields})
 
 
 class InputLimitsMiddleware:

@@ -138,7 +138,7 @@ def own_rule(name: str, check: str = ADMIN_OR_SERVICE,
     return register(name, check, legacy="rule:admin_api", admin_only=admin_only)
 
 
-# Quota: limit definitions, the model and the catalog are readable by any
+# Quota: limit definitions, the model and the regions are readable by any
 # project reader or member; limits by the project they belong to; every
 # write is the admin's. A system-scoped reader (what Keystone's defaults
 # and oslo.limit's service user rely on) may read limits and projects.
@@ -147,6 +147,14 @@ SYSTEM_READER = "role:reader and system_scope:all"
 for _name in ("registered_limits:list", "registered_limits:show", "model:show",
               "catalog:read"):
     own_rule(f"placement:limits:{_name}", QUOTA_READER)
+# Services and endpoints map every service of the cloud to where it
+# listens: Keystone keeps them from project tokens
+# (identity:list_services, get_service, list_endpoints, get_endpoint), and
+# so do we, with the same default. oslo.limit reads its endpoint with a
+# system reader, or with no token when quota_limits_public_read is on.
+ADMIN_OR_SYSTEM_READER = f"role:admin or ({SYSTEM_READER})"
+for _name in ("services:list", "services:show", "endpoints:list", "endpoints:show"):
+    own_rule(f"placement:limits:{_name}", ADMIN_OR_SYSTEM_READER)
 own_rule("placement:limits:limits:list", f"{PROJECT_READER} or ({SYSTEM_READER})")
 own_rule("placement:limits:limits:show", f"{ADMIN_OR_SERVICE} or ({SYSTEM_READER})")
 own_rule("placement:limits:projects:list", f"{ADMIN_OR_SERVICE} or ({SYSTEM_READER})")
@@ -159,12 +167,13 @@ for _name in ("registered_limits:create", "registered_limits:update",
 own_rule("placement:quota:check")
 own_rule("placement:lease:check")
 own_rule("placement:lease:ledger", PROJECT_READER)
-# Explain shows providers, traits and aggregates across every project:
-# an admin's or a reader's view; scoped like the candidates query it
-# explains, and the admin's alone under legacy, as our routes are.
-register("placement:explain:allocation_candidates", f"{ADMIN_OR_SERVICE} or role:reader",
-         legacy="rule:admin_api", scope_types=PROJECT_SCOPE, caller_target=True,
-         description="Explain an allocation candidates query.")
+# Explain answers with what the candidates query reads (every provider's
+# capacity, usage, traits and aggregates), which Placement gives to the
+# admin and services only: whoever the candidates rule admits, in every
+# profile, and a policy file that changes that rule changes this one.
+register("placement:explain:allocation_candidates",
+         "rule:placement:allocation_candidates:list", scope_types=PROJECT_SCOPE,
+         caller_target=True, description="Explain an allocation candidates query.")
 
 
 class PolicyError(ValueError):

@@ -14,6 +14,10 @@ from placement_lite.quota import catalog
 
 READ = "placement:limits:catalog:read"
 WRITE = "placement:limits:catalog:write"
+SERVICES = {"list": "placement:limits:services:list",
+            "show": "placement:limits:services:show"}
+ENDPOINTS = {"list": "placement:limits:endpoints:list",
+             "show": "placement:limits:endpoints:show"}
 
 
 def render_service(req, row):
@@ -54,6 +58,7 @@ class _Catalog(Collection, base=True):
 
 
 class Services(_Catalog):
+    policies = {"GET": SERVICES["list"], "POST": WRITE}
     key, member = "services", "service"
     query_schema = schema.SERVICES_QUERY
     create_schema = schema.SERVICE_CREATE
@@ -63,7 +68,7 @@ class Services(_Catalog):
 
 
 class Service(Member):
-    policies = {"GET": READ, "DELETE": WRITE}
+    policies = {"GET": SERVICES["show"], "DELETE": WRITE}
     key = "service"
     get_row = staticmethod(catalog.get_service)
     delete_row = staticmethod(catalog.delete_service)
@@ -95,6 +100,7 @@ def _endpoint_fields(body: dict) -> dict:
 
 
 class Endpoints(_Catalog):
+    policies = {"GET": ENDPOINTS["list"], "POST": WRITE}
     key, member = "endpoints", "endpoint"
     query_schema = schema.ENDPOINTS_QUERY
     create_schema = schema.ENDPOINT_CREATE
@@ -105,7 +111,7 @@ class Endpoints(_Catalog):
 
 
 class Endpoint(Member):
-    policies = {"GET": READ, "PATCH": WRITE, "DELETE": WRITE}
+    policies = {"GET": ENDPOINTS["show"], "PATCH": WRITE, "DELETE": WRITE}
     key = "endpoint"
     get_row = staticmethod(catalog.get_endpoint)
     delete_row = staticmethod(catalog.delete_endpoint)

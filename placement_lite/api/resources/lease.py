@@ -136,7 +136,19 @@ def _text(value) -> Optional[str]:
     return None if value is None else str(value)
 
 
+def _ranges_hold(raw: Mapping, where: str) -> None:
+    """A reservation's min may not exceed its max: no host count meets
+    both, and Blazar's own host reservation refuses it."""
+    for i, r in enumerate(raw.get("reservations", [])):
+        low, high = r.get("min"), r.get("max")
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            raise lease.MalformedLease(
+                f"{where}.reservations[{i}].min ({low}) is greater than its "
+                f"max ({high}).")
+
+
 def _lease(raw: Mapping, where: str) -> lease.Lease:
+    _ranges_hold(raw, where)
     return lease.check_lease(lease.Lease(
         id=_text(raw.get("id")), name=_text(raw.get("name")),
         start=_date(raw["start_date"], f"{where}.start_date"),
