@@ -8,8 +8,22 @@ from placement_lite import errors, logs
 from placement_lite.config import load_settings
 
 
+class _Version(argparse.Action):
+    """--version: the package metadata is read only when it is asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from placement_lite.version import version
+        print(f"{parser.prog} {version()}")
+        parser.exit(0)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="placement-lite")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_db(sub)

@@ -280,3 +280,30 @@ def test_the_quota_model_choices_are_the_models():
     from placement_lite.quota import models
 
     assert set(QUOTA_MODELS) == set(models.MODELS)
+
+
+# -- the command line itself -------------------------------------------------
+
+def test_version_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"placement-lite {version('placement-lite')}\n"
+
+
+def test_version_falls_back_to_setup_py(monkeypatch):
+    """Run from a source tree that was never installed."""
+    import importlib.metadata
+    import pathlib
+    import re
+
+    from placement_lite import version
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    setup_py = pathlib.Path(__file__).resolve().parent.parent / "setup.py"
+    declared = re.search(r'version="([^"]+)"', setup_py.read_text()).group(1)
+    assert version.version() == declared
+
