@@ -21,8 +21,16 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line, as every refusal at start-up is: the
+    whole usage above it buried the line that said what was wrong."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="placement-lite")
+    parser = _Parser(prog="placement-lite")
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
@@ -42,18 +50,21 @@ def _database_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:
+    # No type= on these: values stay strings for the settings' own rules to
+    # convert and check, so a flag is refused in the words the environment
+    # and the file are ("--port abc: port must be a whole number").
     serve = sub.add_parser("serve", help="run the API service")
     _database_options(serve)
     serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    serve.add_argument("--port")
     serve.add_argument("--auth", choices=["noauth2", "keystone"])
     serve.add_argument("--insecure-noauth2-on-open-address", action="store_true",
                        default=None,
                        help="allow --auth noauth2 (which trusts any token) on an "
                        "address other than loopback; anyone who can reach it "
                        "can act as admin")
-    serve.add_argument("--workers", type=int)
-    serve.add_argument("--threads", type=int)
+    serve.add_argument("--workers")
+    serve.add_argument("--threads")
     serve.add_argument("--policy-profile", choices=["legacy", "secure-rbac", "open"])
     serve.add_argument("--policy-file")
     serve.add_argument("--cors-allowed-origin", action="append", metavar="ORIGIN",
@@ -72,19 +83,19 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--metrics", action=argparse.BooleanOptionalAction,
                        default=None, dest="metrics_enabled",
                        help="serve Prometheus metrics at /metrics (unauthenticated)")
-    serve.add_argument("--metrics-quota-top-n", type=int, metavar="N",
+    serve.add_argument("--metrics-quota-top-n", metavar="N",
                        help="/metrics: export the N (project, resource) pairs "
                        "closest to their limit (0: none; default 10)")
     serve.add_argument("--ui", action=argparse.BooleanOptionalAction, default=None,
                        help="serve the read-only web console at /ui/ (same "
                        "auth and policy as the API)")
-    serve.add_argument("--max-body-bytes", type=int)
-    serve.add_argument("--max-query-params", type=int)
-    serve.add_argument("--db-pool-size", type=int)
-    serve.add_argument("--db-retries", type=int)
-    serve.add_argument("--shutdown-timeout", type=float,
+    serve.add_argument("--max-body-bytes")
+    serve.add_argument("--max-query-params")
+    serve.add_argument("--db-pool-size")
+    serve.add_argument("--db-retries")
+    serve.add_argument("--shutdown-timeout",
                        help="seconds a stopping worker waits for requests in flight")
-    serve.add_argument("--max-allocation-candidates", type=int)
+    serve.add_argument("--max-allocation-candidates")
     serve.add_argument("--randomize-allocation-candidates",
                        action=argparse.BooleanOptionalAction, default=None)
     serve.add_argument("--quota-enforce", action=argparse.BooleanOptionalAction,

@@ -200,12 +200,32 @@ def test_every_bound_is_checked_and_names_its_source(tmp_path, name, raw, fragme
     (["--workers", "-3"], "--workers -3: workers must be at least 1"),
     (["--log-level", "LOUD"], "--log-level LOUD: log_level must be one of"),
     (["--db-pool-size", "0"], "--db-pool-size 0: db_pool_size must be at least 1"),
+    # Flags are read by the settings' own rules, as the environment is.
+    (["--port", "abc"], "--port abc: port must be a whole number"),
+    (["--shutdown-timeout", "soon"], "--shutdown-timeout soon: shutdown_timeout must be a number"),
 ])
 def test_bad_flags_are_one_line_naming_the_flag(capsys, argv, message):
     assert cli.main(["serve", "--db", "sqlite://", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert err.startswith("placement-lite: cannot start: ")
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["serve", "--auth", "nope"], ["--auth", "invalid choice: 'nope'"]),
+    (["serve", "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),
+    (["serve", "--port"], ["--port", "expected one argument"]),
+    (["nosuchcommand"], ["invalid choice: 'nosuchcommand'"]),
+])
+def test_usage_errors_are_one_line_not_the_whole_usage(capsys, argv, fragments):
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage:" not in err, err
+    assert err.startswith("placement-lite"), err
+    for fragment in fragments:
+        assert fragment in err, err
 
 
 def test_settings_built_in_code_are_checked_too():

@@ -137,6 +137,11 @@ def test_bad_value_in_the_config_file(tmp_path):
     _refused(out, f"threads: 0 (in {path}): threads must be at least 1", status=2)
 
 
+def test_a_non_number_port_is_one_line(sqlite_path):
+    out = _run("serve", "--db", sqlite_path, "--port", "abc")
+    _refused(out, "--port abc: port must be a whole number", status=2)
+
+
 def test_bad_value_in_the_environment(sqlite_path):
     out = _run("serve", "--db", sqlite_path, env={"PLACEMENT_LITE_THREADS": "0"})
     _refused(out, "PLACEMENT_LITE_THREADS=0 (environment): threads must be at "
