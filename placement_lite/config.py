@@ -246,6 +246,19 @@ def _default(name: str) -> Any:
     return f.default_factory()
 
 
+def default_text(name: str) -> str:
+    """The setting's default as an operator would write it (`none` when
+    unset), for help texts; `config_file` is no field but has a variable."""
+    value = None if name == "config_file" else _default(name)
+    if value is None or (isinstance(value, (tuple, Mapping)) and not value):
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
 def _hide_password(url: Any) -> str:
     from sqlalchemy.engine import make_url
     try:

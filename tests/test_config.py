@@ -328,6 +328,56 @@ def test_version_falls_back_to_setup_py(monkeypatch):
     assert version.version() == declared
 
 
+def _help_entries(text: str) -> dict:
+    """Option -> its help text, from argparse's listing (an entry's help
+    is on the invocation's line or indented on the lines below it)."""
+    entries, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("  -"):
+            invocation, _, rest = line.strip().partition("  ")
+            current = entries.setdefault(invocation.split(",")[0].split()[0], [])
+            current.append(rest.strip())
+        elif current is not None and line.startswith("    ") and line.strip():
+            current.append(line.strip())
+        else:
+            current = None
+    return {option: " ".join(p for p in parts if p) for option, parts in entries.items()}
+
+
+def _expected_default(name: str) -> str:
+    value = None if name == "config_file" else getattr(Settings(), name)
+    if value is None or value in ((), {}):
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def test_serve_help_gives_every_option_help_default_and_environment_variable(
+        capsys, monkeypatch):
+    import re
+    # Wide enough that no help line wraps.
+    monkeypatch.setenv("COLUMNS", "1000")
+    with pytest.raises(SystemExit) as done:
+        cli.main(["serve", "--help"])
+    assert done.value.code == 0
+    entries = _help_entries(capsys.readouterr().out)
+    parser = cli._parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = [a for a in sub.choices["serve"]._actions
+               if a.option_strings and a.dest != "help"]
+    assert len(options) > 20
+    for action in options:
+        flag = action.option_strings[0]
+        assert flag in entries, f"{flag} is not in serve --help"
+        found = re.fullmatch(r"(?P<help>.*\S)\s+\(default: (?P<default>[^;]*); "
+                             r"env (?P<env>PLACEMENT_LITE_[A-Z0-9_]+)\)", entries[flag])
+        assert found, f"{flag}: {entries[flag]!r}"
+        assert len(found["help"]) > 10, f"{flag} has no help of its own"
+        assert found["env"] == ENV_PREFIX + action.dest.upper(), flag
+        assert found["default"] == _expected_default(action.dest), flag
+
+
 def test_every_serve_flag_is_spelled_by_its_setting_name():
     """One rule: setting `a_b` is --a-b, PLACEMENT_LITE_<A_B> and `a_b:`."""
     for action in _serve_actions():
