@@ -301,12 +301,18 @@ def main(argv=None) -> int:
         return 130
 
 
-def _open(settings):
-    """The database for an admin command; StartupError if it is unusable."""
+def _open(settings, create: bool = False):
+    """The database for an admin command; StartupError if it is unusable.
+    Only the commands that write (`create`) may create an SQLite file."""
     from placement_lite.db.engine import Database
     from placement_lite.server import _database_error
+    from placement_lite.startup import check_database_directory, require_database_file
     from sqlalchemy.exc import SQLAlchemyError
 
+    if create:
+        check_database_directory(settings)
+    else:
+        require_database_file(settings)
     try:
         return Database(settings.db)
     except (SQLAlchemyError, ImportError, OSError) as exc:
@@ -318,7 +324,7 @@ def _db(settings, args) -> int:
     from placement_lite.server import _database_error
     from sqlalchemy.exc import SQLAlchemyError
 
-    database = _open(settings)
+    database = _open(settings, create=args.db_command == "upgrade")
     try:
         if args.db_command == "upgrade":
             migrate.upgrade(database.engine)
@@ -343,7 +349,7 @@ def _db_import(settings, args) -> int:
     from placement_lite.server import _database_error, _first_line
     from sqlalchemy.exc import SQLAlchemyError
 
-    database = _open(settings)
+    database = _open(settings, create=True)
     try:
         if not args.dry_run:
             try:

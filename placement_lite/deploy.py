@@ -22,7 +22,8 @@ from typing import Mapping, Optional
 
 from placement_lite import logs
 from placement_lite.config import Settings, load_settings
-from placement_lite.startup import StartupError, database_error
+from placement_lite.startup import (
+    StartupError, check_database_directory, database_error)
 
 LOG = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
         LOG.warning("%s", note)
     try:
         _check_auth(settings)
+        check_database_directory(settings)
         try:
             db = server.prepare_database(settings)
         except (SQLAlchemyError, ImportError, OSError) as exc:

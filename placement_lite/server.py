@@ -24,8 +24,8 @@ from placement_lite.db import migrate
 from placement_lite.db.engine import Database
 from placement_lite.ledger import standards
 from placement_lite.startup import (
-    StartupError, check_noauth2_address, database_error, first_line, host_addresses,
-    is_loopback, listen, open_socket)
+    StartupError, check_database_directory, check_noauth2_address, database_error,
+    first_line, host_addresses, is_loopback, listen, open_socket)
 from placement_lite.supervisor import Supervisor
 from placement_lite.worker import run_worker
 
@@ -116,6 +116,7 @@ def start(settings: Settings):
             f"{settings.describe('db')}: an in-memory SQLite database cannot be "
             "shared by several workers; use a file (sqlite:////path) or "
             "--workers 1", 2)
+    check_database_directory(settings)
     check_noauth2_address(settings, host_addresses(settings))
     db = _open_database(settings)
     sock = None

@@ -161,6 +161,22 @@ def test_an_unusable_database_is_one_line(clean_env, tmp_path):
     assert "\n" not in message
 
 
+def test_a_database_in_a_missing_directory_is_refused(clean_env, tmp_path):
+    from placement_lite.deploy import create_application
+
+    url = f"sqlite:///{tmp_path}/no/such/db.sqlite"
+    with pytest.raises(StartupError) as caught:
+        create_application(
+            {"PLACEMENT_LITE_DB": url,
+             "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS": "true"},
+            configure_logging=False)
+    assert str(caught.value) == (
+        f"PLACEMENT_LITE_DB={url} (environment): the directory {tmp_path}/no/such "
+        "does not exist; create it first, or correct the path")
+    assert caught.value.status == 2
+    assert not (tmp_path / "no").exists()
+
+
 def test_the_start_up_pool_is_emptied_for_servers_that_fork(clean_env, tmp_path, monkeypatch):
     """A server that loads the app and then forks must not share a pooled
     connection between processes: none is left open after start-up."""
