@@ -65,6 +65,7 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
     try:
         _check_auth(settings)
         check_database_directory(settings)
+        server.check_keystone(settings)
         try:
             db = server.prepare_database(settings)
         except (SQLAlchemyError, ImportError, OSError) as exc:

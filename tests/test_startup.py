@@ -211,6 +211,19 @@ def test_an_unknown_variable_in_the_environment(sqlite_path):
              "PLACEMENT_LITE_PORT?", status=2)
 
 
+@pytest.mark.parametrize("block", ["keystonemiddleware",
+                                   # Without keystonemiddleware, its oslo.config
+                                   # is usually missing too.
+                                   "keystonemiddleware,oslo_config"])
+def test_keystone_auth_without_keystonemiddleware(tmp_path, block):
+    db = tmp_path / "placement.sqlite"
+    out = _run("serve", "--db", f"sqlite:///{db}", "--auth", "keystone",
+               "--port", "0", block=block)
+    _refused(out, "--auth keystone", "keystonemiddleware is not installed",
+             "pip install 'placement-lite[keystone]'", "--auth noauth2", status=2)
+    assert not db.exists()
+
+
 def test_bad_value_in_the_environment(sqlite_path):
     out = _run("serve", "--db", sqlite_path, env={"PLACEMENT_LITE_THREADS": "0"})
     _refused(out, "PLACEMENT_LITE_THREADS=0 (environment): threads must be at "
