@@ -234,7 +234,7 @@ def worker_of(client) -> str:
     if m is None:
         raise RuntimeError(
             "a grown world needs /metrics with each worker's facts copy "
-            f"(PLACEMENT_LITE_METRICS_ENABLED=true): GET /metrics answered {status}")
+            f"(PLACEMENT_LITE_METRICS=true): GET /metrics answered {status}")
     return m.group(1).decode()
 
 

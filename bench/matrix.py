@@ -585,7 +585,7 @@ def _grown(trees, args, workdir, port, rows, checked):
             db = args.base_db if label == "base" and args.base_db else args.db
             sides.append(Side(label, tree, db, workdir, port, args.workers,
                               args.threads, [],
-                              extra_env={"PLACEMENT_LITE_METRICS_ENABLED": "true"}))
+                              extra_env={"PLACEMENT_LITE_METRICS": "true"}))
         worlds = {side.label: grow.GrownWorld() for side in sides}
         warm = grow.path(grow.FLAT_QUERY)
         for side in sides:

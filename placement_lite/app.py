@@ -168,7 +168,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     if warm and services.facts is not None:
         threading.Thread(target=_read_facts, args=(services,),
                          name="facts-copy", daemon=True).start()
-    observers = [metrics.observe_request] if settings.metrics_enabled else []
+    observers = [metrics.observe_request] if settings.metrics else []
     cors_mw = cors.from_settings(settings)
     # Held so the access log can name the route of a request refused
     # before routing (401, 413...), not just "unmatched".
@@ -193,7 +193,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     # A response without a body carries no Content-Type (HttpRulesMiddleware
     # names JSON for bodies that do not name a type).
     app.resp_options.default_media_type = None
-    table = ROUTES + (METRICS_ROUTES if settings.metrics_enabled else ())
+    table = ROUTES + (METRICS_ROUTES if settings.metrics else ())
     errors.install(app, code_always=frozenset(r.template for r in table if r.own))
     for route in table:
         resource = route.resource(services)

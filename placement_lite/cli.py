@@ -2,52 +2,129 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from placement_lite import errors, logs
-from placement_lite.config import load_settings
+from placement_lite.config import Settings, default_text, env_name, load_settings
+
+# Named, not __name__: run as `python -m placement_lite.cli` that is "__main__".
+LOG = logging.getLogger("placement_lite.cli")
+
+
+class _Version(argparse.Action):
+    """--version: the package metadata is read only when it is asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from placement_lite.version import version
+        print(f"{parser.prog} {version()}")
+        parser.exit(0)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps help only at spaces: a default path or URL broken at a hyphen
+    could not be copied as it is."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False,
+                             break_long_words=False)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line, as every refusal at start-up is: the
+    whole usage above it buried the line that said what was wrong."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="placement-lite")
+    parser = _Parser(prog="placement-lite")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_db(sub)
     _add_report(sub)
     _add_explain(sub)
     _add_quota(sub)
+    _document_settings(parser)
     return parser
 
 
 def _database_options(p: argparse.ArgumentParser) -> None:
     """Options of every command that opens the database; `explain` is
     only an HTTP client and has none."""
-    p.add_argument("--config-file", help="YAML settings file")
-    p.add_argument("--db", help="SQLAlchemy database URL "
-                   "(default: SQLite under the user's data directory)")
+    p.add_argument("--config-file", help="YAML settings file (keys are setting "
+                   "names, e.g. `port: 8778`)")
+    p.add_argument("--db", help="SQLAlchemy database URL: sqlite:////PATH, "
+                   "mysql+pymysql://USER:PASSWORD@HOST/DB, postgresql://...")
+
+
+def _document_settings(p: argparse.ArgumentParser) -> None:
+    """Appends each setting's default and environment variable to its help,
+    in this parser and those of its subcommands, taken from the Settings
+    dataclass and the config module's naming rule, so that --help cannot
+    drift from what is read."""
+    settings = {*Settings.field_names(), "config_file"}
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                _document_settings(subparser)
+        if action.dest not in settings or not action.option_strings:
+            continue
+        # argparse formats help with %; a default (a path) could hold one.
+        default = default_text(action.dest).replace("%", "%%")
+        action.help = (f"{action.help} (default: {default}; "
+                       f"env {env_name(action.dest)})")
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:
+    # No type= on these: values stay strings for the settings' own rules to
+    # convert and check, so a flag is refused in the words the environment
+    # and the file are ("--port abc: port must be a whole number").
     serve = sub.add_parser("serve", help="run the API service")
     _database_options(serve)
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.add_argument("--auth", choices=["noauth2", "keystone"])
+    serve.add_argument("--host", help="the address to listen on: an IP "
+                       "address of this machine or a name that resolves to one")
+    serve.add_argument("--port", help="the port to listen on (0: any free "
+                       "port; the start-up line says which)")
+    serve.add_argument("--auth", choices=["noauth2", "keystone"],
+                       help="noauth2 (development: the token is user[:project], "
+                       "`admin` is an admin) or keystone (keystonemiddleware's "
+                       "auth_token in front)")
     serve.add_argument("--insecure-noauth2-on-open-address", action="store_true",
                        default=None,
                        help="allow --auth noauth2 (which trusts any token) on an "
                        "address other than loopback; anyone who can reach it "
                        "can act as admin")
-    serve.add_argument("--workers", type=int)
-    serve.add_argument("--threads", type=int)
-    serve.add_argument("--policy-profile", choices=["legacy", "secure-rbac", "open"])
-    serve.add_argument("--policy-file")
+    serve.add_argument("--workers", help="API processes sharing the "
+                       "listening socket")
+    serve.add_argument("--threads", help="request threads in each worker")
+    serve.add_argument("--policy-profile", choices=["legacy", "secure-rbac", "open"],
+                       help="the rules' defaults: legacy (Placement's, with the "
+                       "deprecated admin-or-service rule), secure-rbac "
+                       "(Placement's current ones) or open (any caller, but for "
+                       "admin-only rules)")
+    serve.add_argument("--policy-file", help="YAML or JSON policy rules that "
+                       "override the profile's, by rule name")
     serve.add_argument("--cors-allowed-origin", action="append", metavar="ORIGIN",
                        help="allow cross-origin requests from ORIGIN (repeatable)")
     serve.add_argument("--cors-allow-headers", metavar="H,...",
                        help="request headers a cross-origin caller may send")
-    serve.add_argument("--log-format", choices=["text", "json"])
-    serve.add_argument("--log-level")
+    serve.add_argument("--log-format", choices=["text", "json"],
+                       help="one line per request, as text or as JSON")
+    serve.add_argument("--log-level", help="CRITICAL, ERROR, WARNING, INFO or "
+                       "DEBUG (any case)")
     serve.add_argument("--keystone-config-file",
                        help="ini file with a [keystone_authtoken] section")
     serve.add_argument("--keystone-authtoken", action="append", metavar="KEY=VALUE",
@@ -56,23 +133,30 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                        help="noauth2: the token assumed when a request has none "
                        "(local testing only)")
     serve.add_argument("--metrics", action=argparse.BooleanOptionalAction,
-                       default=None, dest="metrics_enabled",
+                       default=None,
                        help="serve Prometheus metrics at /metrics (unauthenticated)")
-    serve.add_argument("--metrics-quota-top-n", type=int, metavar="N",
+    serve.add_argument("--metrics-quota-top-n", metavar="N",
                        help="/metrics: export the N (project, resource) pairs "
-                       "closest to their limit (0: none; default 10)")
+                       "closest to their limit (0: none)")
     serve.add_argument("--ui", action=argparse.BooleanOptionalAction, default=None,
                        help="serve the read-only web console at /ui/ (same "
                        "auth and policy as the API)")
-    serve.add_argument("--max-body-bytes", type=int)
-    serve.add_argument("--max-query-params", type=int)
-    serve.add_argument("--db-pool-size", type=int)
-    serve.add_argument("--db-retries", type=int)
-    serve.add_argument("--shutdown-timeout", type=float,
+    serve.add_argument("--max-body-bytes", help="a bigger request body is "
+                       "refused with 413")
+    serve.add_argument("--max-query-params", help="a request with more query "
+                       "parameters is refused with 400")
+    serve.add_argument("--db-pool-size", help="database connections each worker "
+                       "keeps (and as many again in overflow)")
+    serve.add_argument("--db-retries", help="times a write that lost a race in "
+                       "the database (deadlock, lock timeout, busy) is run again")
+    serve.add_argument("--shutdown-timeout",
                        help="seconds a stopping worker waits for requests in flight")
-    serve.add_argument("--max-allocation-candidates", type=int)
+    serve.add_argument("--max-allocation-candidates", help="the most candidates "
+                       "one request builds (-1: no bound, as in Placement)")
     serve.add_argument("--randomize-allocation-candidates",
-                       action=argparse.BooleanOptionalAction, default=None)
+                       action=argparse.BooleanOptionalAction, default=None,
+                       help="a bounded answer is a random sample of the "
+                       "candidates, not the first ones")
     serve.add_argument("--quota-enforce", action=argparse.BooleanOptionalAction,
                        default=None,
                        help="on the first start: store whether quota is "
@@ -81,7 +165,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                        help="on the first start: store the enforcement model; "
                        "later: must agree with what is stored")
     serve.add_argument("--quota-unregistered-is-zero",
-                       action=argparse.BooleanOptionalAction, default=None)
+                       action=argparse.BooleanOptionalAction, default=None,
+                       help="a resource with no registered limit may not be "
+                       "used at all (otherwise it is unlimited)")
 
 
 def _add_db(sub: argparse._SubParsersAction) -> None:
@@ -122,7 +208,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
         "each project tree's limits, usage and headroom (read-only)")
     _database_options(report)
     report.add_argument("--format", choices=["text", "json"], default="text",
-                        dest="report_format")
+                        dest="report_format",
+                        help="text for a terminal, json for a program")
 
 
 def _add_explain(sub: argparse._SubParsersAction) -> None:
@@ -188,6 +275,8 @@ def main(argv=None) -> int:
         print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_format, settings.log_level)
+    for note in settings.deprecations():
+        LOG.warning("%s", note)
     from placement_lite.server import StartupError
     try:
         if args.command == "serve":
@@ -212,12 +301,18 @@ def main(argv=None) -> int:
         return 130
 
 
-def _open(settings):
-    """The database for an admin command; StartupError if it is unusable."""
+def _open(settings, create: bool = False):
+    """The database for an admin command; StartupError if it is unusable.
+    Only the commands that write (`create`) may create an SQLite file."""
     from placement_lite.db.engine import Database
     from placement_lite.server import _database_error
+    from placement_lite.startup import check_database_directory, require_database_file
     from sqlalchemy.exc import SQLAlchemyError
 
+    if create:
+        check_database_directory(settings)
+    else:
+        require_database_file(settings)
     try:
         return Database(settings.db)
     except (SQLAlchemyError, ImportError, OSError) as exc:
@@ -229,7 +324,7 @@ def _db(settings, args) -> int:
     from placement_lite.server import _database_error
     from sqlalchemy.exc import SQLAlchemyError
 
-    database = _open(settings)
+    database = _open(settings, create=args.db_command == "upgrade")
     try:
         if args.db_command == "upgrade":
             migrate.upgrade(database.engine)
@@ -254,7 +349,7 @@ def _db_import(settings, args) -> int:
     from placement_lite.server import _database_error, _first_line
     from sqlalchemy.exc import SQLAlchemyError
 
-    database = _open(settings)
+    database = _open(settings, create=True)
     try:
         if not args.dry_run:
             try:

@@ -4,6 +4,14 @@ Precedence is CLI flags > environment (PLACEMENT_LITE_<FIELD>) > config file
 (YAML, keys are field names) > defaults. No other module reads the
 environment; everything that varies is a field here.
 
+One naming rule: the field `max_body_bytes` is the flag `--max-body-bytes`,
+the variable PLACEMENT_LITE_MAX_BODY_BYTES and the file key
+`max_body_bytes` (env_name, flag_name). A name that is no setting is
+refused, from the file or the environment, with the nearest setting's name;
+RENAMED keeps old spellings working and NOT_SETTINGS_ENVIRONMENT lists the
+PLACEMENT_LITE_* variables that belong to the tests and tools, not to the
+service.
+
 Every value is checked once, when Settings is constructed, whatever it came
 from; a refusal names the setting as the operator wrote it (the flag, the
 environment variable or the file) and says what would be accepted. The
@@ -12,6 +20,7 @@ rules themselves, one per setting, are config_rules.py's.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import typing
 from dataclasses import dataclass, field
@@ -25,6 +34,51 @@ from placement_lite.config_rules import (  # noqa: F401 - the choices, importabl
     check_type, check_value, field_type)
 
 ENV_PREFIX = "PLACEMENT_LITE_"
+
+
+def env_name(name: str) -> str:
+    """The environment variable of the setting `name`."""
+    return ENV_PREFIX + name.upper()
+
+
+def flag_name(name: str) -> str:
+    """The command-line flag of the setting `name`."""
+    return "--" + name.replace("_", "-")
+
+
+# Old name -> the setting's name now. The old spelling is still read, from
+# the environment and the file, and each use is reported at start-up
+# (Settings.deprecations) so it can be changed before it is removed.
+RENAMED = {
+    # The flag was always --metrics; the variable and key were the odd ones
+    # out, and PLACEMENT_LITE_METRICS=true was silently ignored.
+    "metrics_enabled": "metrics",
+}
+
+# PLACEMENT_LITE_* variables that are no setting: the test suite's, CI's
+# and the benchmark's knobs, set in the very environments the service is
+# started from. The service ignores these names; any other unknown
+# PLACEMENT_LITE_* variable is refused, as an unknown key in the file is.
+# (tests/test_config.py checks that every such name the repository uses is
+# listed here.)
+NOT_SETTINGS_ENVIRONMENT = frozenset({
+    "PLACEMENT_LITE_TEST_DB_URLS",          # tests/backends.py: servers to test on
+    "PLACEMENT_LITE_CONFORMANCE",           # tests/conformance: run the gabbits
+    "PLACEMENT_LITE_CONFORMANCE_CACHE",
+    "PLACEMENT_LITE_CONFORMANCE_REPORT",
+    "PLACEMENT_LITE_CONFORMANCE_JOBS",
+    "PLACEMENT_LITE_DIFF_SEED",             # tests/test_facts_differential.py
+    "PLACEMENT_LITE_DIFF_ROUNDS",
+    "PLACEMENT_LITE_DIFF_READS",
+    "PLACEMENT_LITE_DIFF_ALL",
+    "PLACEMENT_LITE_SAMENESS_SEED",         # tests/test_sameness.py
+    "PLACEMENT_LITE_FUZZ_EXAMPLES",         # tests/test_fuzz.py
+    "PLACEMENT_LITE_FUZZ_SECONDS",
+    "PLACEMENT_LITE_UI_SCREENSHOTS",        # tests/test_ui_browser.py
+    "PLACEMENT_LITE_UI_README_SHOT",
+    # The benchmark's statement counter, read by db/engine.py itself.
+    "PLACEMENT_LITE_COUNT_STATEMENTS",
+})
 
 
 class SettingsError(ValueError):
@@ -51,6 +105,8 @@ class Source:
     where: str
     # The value as written there (before conversion), for messages.
     raw: Any = dataclasses.field(default=None, compare=False)
+    # The old name it was given by (a key of RENAMED), if it was.
+    alias: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +126,8 @@ class Settings:
     cors_allow_headers: tuple = ()
     log_format: str = "text"  # text | json
     log_level: str = "INFO"
-    metrics_enabled: bool = False
+    # Prometheus text at /metrics (named metrics_enabled before: RENAMED).
+    metrics: bool = False
     # /metrics: how many (project, resource) pairs closest to their limit
     # are exported as gauges (0: none), bounding the series a scrape adds.
     metrics_quota_top_n: int = 10
@@ -162,7 +219,19 @@ class Settings:
             return src.where if getattr(self, name) else "--no-" + src.where[2:]
         if src.kind == "environment":
             return f"{src.where}={shown} (environment)"
-        return f"{name}: {shown} (in {src.where})"
+        return f"{src.alias or name}: {shown} (in {src.where})"
+
+    def deprecations(self) -> list[str]:
+        """A line for each setting given by an old name, for the log."""
+        notes = []
+        for name, src in self.sources.items():
+            if src.alias is None:
+                continue
+            if src.kind == "environment":
+                notes.append(f"{src.where} is deprecated; use {env_name(name)}")
+            else:
+                notes.append(f"{src.alias} (in {src.where}) is deprecated; use {name}")
+        return notes
 
     def explicit(self, name: str) -> bool:
         """Did the operator (or the code that built this) choose the value,
@@ -175,6 +244,19 @@ def _default(name: str) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
     return f.default_factory()
+
+
+def default_text(name: str) -> str:
+    """The setting's default as an operator would write it (`none` when
+    unset), for help texts; `config_file` is no field but has a variable."""
+    value = None if name == "config_file" else _default(name)
+    if value is None or (isinstance(value, (tuple, Mapping)) and not value):
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
 
 
 def _hide_password(url: Any) -> str:
@@ -240,7 +322,35 @@ def _describe_raw(name: str, raw: Any, src: Source) -> str:
         return f"{src.where} {raw}"
     if src.kind == "environment":
         return f"{src.where}={raw} (environment)"
-    return f"{name}: {raw} (in {src.where})"
+    return f"{src.alias or name}: {raw} (in {src.where})"
+
+
+def _nearest(name: str, candidates) -> Optional[str]:
+    found = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return found[0] if found else None
+
+
+def _unknown_variables(environ: Mapping[str, str], names) -> list[str]:
+    """A refusal for each PLACEMENT_LITE_* variable that is no setting."""
+    known = ({env_name(n) for n in [*names, "config_file", *RENAMED]}
+             | NOT_SETTINGS_ENVIRONMENT)
+    # Matched without the prefix every name shares, which would make any
+    # two names look alike: the settings first, then the tools' variables
+    # (a misspelt test variable was meant for the tests).
+    tiers = [{n.upper(): env_name(n) for n in [*names, "config_file"]},
+             {v[len(ENV_PREFIX):]: v for v in NOT_SETTINGS_ENVIRONMENT}]
+    problems = []
+    for key in sorted(k for k in environ if k.startswith(ENV_PREFIX)):
+        if key in known:
+            continue
+        hint = "`placement-lite serve --help` lists each setting's variable"
+        for tier in tiers:
+            nearest = _nearest(key[len(ENV_PREFIX):], tier)
+            if nearest:
+                hint = f"did you mean {tier[nearest]}?"
+                break
+        problems.append(f"{key} (environment): no such setting; {hint}")
+    return problems
 
 
 def _read_file(path: str, src: Source) -> dict:
@@ -299,26 +409,39 @@ def load_settings(cli: Optional[Mapping[str, Any]] = None,
     elif cli.get("config_file"):
         config_file = cli["config_file"]
         file_src = Source("flag", flags.get("config_file", "--config-file"))
-    elif environ.get(ENV_PREFIX + "CONFIG_FILE"):
-        config_file = environ[ENV_PREFIX + "CONFIG_FILE"]
-        file_src = Source("environment", ENV_PREFIX + "CONFIG_FILE")
+    elif environ.get(env_name("config_file")):
+        config_file = environ[env_name("config_file")]
+        file_src = Source("environment", env_name("config_file"))
     cli.pop("config_file", None)
     if config_file:
         data = _read_file(config_file, file_src)
-        unknown = sorted(set(map(str, data)) - set(names))
+        unknown = sorted(set(map(str, data)) - set(names) - set(RENAMED))
         if unknown:
+            described = []
+            for key in unknown:
+                nearest = _nearest(key, names)
+                described.append(f"{key} (did you mean {nearest}?)" if nearest else key)
             raise SettingsError(
-                f"unknown settings in {config_file}: {', '.join(unknown)}; "
+                f"unknown settings in {config_file}: {', '.join(described)}; "
                 "keys are setting names such as port, db, threads")
-        for name, raw in data.items():
-            take(name, raw, Source("file", config_file))
+        for key, raw in data.items():
+            name = RENAMED.get(key, key)
+            if key != name and name in data:
+                continue  # the new name wins
+            take(name, raw, Source("file", config_file,
+                                   alias=key if key != name else None))
+    problems += _unknown_variables(environ, names)
+    for old, name in RENAMED.items():
+        if env_name(old) in environ and env_name(name) not in environ:
+            take(name, environ[env_name(old)],
+                 Source("environment", env_name(old), alias=old))
     for name in names:
-        key = ENV_PREFIX + name.upper()
+        key = env_name(name)
         if key in environ:
             take(name, environ[key], Source("environment", key))
     for name, value in cli.items():
         if name in names:
-            flag = flags.get(name, "--" + name.replace("_", "-"))
+            flag = flags.get(name, flag_name(name))
             take(name, value, Source("flag", flag))
     if problems:
         raise SettingsError("; ".join(problems))

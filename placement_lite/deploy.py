@@ -22,7 +22,8 @@ from typing import Mapping, Optional
 
 from placement_lite import logs
 from placement_lite.config import Settings, load_settings
-from placement_lite.startup import StartupError, database_error
+from placement_lite.startup import (
+    StartupError, check_database_directory, database_error)
 
 LOG = logging.getLogger(__name__)
 
@@ -59,8 +60,12 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
         raise StartupError(str(exc), 2) from None
     if configure_logging:
         logs.configure(settings.log_format, settings.log_level)
+    for note in settings.deprecations():
+        LOG.warning("%s", note)
     try:
         _check_auth(settings)
+        check_database_directory(settings)
+        server.check_keystone(settings)
         try:
             db = server.prepare_database(settings)
         except (SQLAlchemyError, ImportError, OSError) as exc:

@@ -24,8 +24,8 @@ from placement_lite.db import migrate
 from placement_lite.db.engine import Database
 from placement_lite.ledger import standards
 from placement_lite.startup import (
-    StartupError, check_noauth2_address, database_error, first_line, host_addresses,
-    is_loopback, listen, open_socket)
+    StartupError, check_database_directory, check_noauth2_address, database_error,
+    first_line, host_addresses, is_loopback, listen, open_socket)
 from placement_lite.supervisor import Supervisor
 from placement_lite.worker import run_worker
 
@@ -70,6 +70,23 @@ def _open_database(settings: Settings) -> Database:
         raise database_error(settings, exc) from None
 
 
+def _keystone_missing(settings: Settings, exc: ImportError) -> StartupError:
+    return StartupError(
+        f"{settings.describe('auth')}: keystonemiddleware is not installed (no "
+        f"module {exc.name!r}); install the keystone extra (pip install "
+        "'placement-lite[keystone]') or use --auth noauth2", 2)
+
+
+def check_keystone(settings: Settings) -> None:
+    if settings.auth != "keystone":
+        return
+    from placement_lite.api import keystone
+    try:
+        keystone.require()
+    except ImportError as exc:
+        raise _keystone_missing(settings, exc) from None
+
+
 def _build_app(settings: Settings, db: Database, warm: bool = False):
     from placement_lite.api.policy import Policy
     from placement_lite.quota.enforce import EnforcementMismatch
@@ -88,11 +105,7 @@ def _build_app(settings: Settings, db: Database, warm: bool = False):
         raise StartupError(str(exc), 2) from None
     except ImportError as exc:
         if settings.auth == "keystone":
-            raise StartupError(
-                f"{settings.describe('auth')}: keystone auth needs "
-                f"keystonemiddleware (no module {exc.name!r}); install it "
-                "(pip install keystonemiddleware) or use --auth noauth2",
-                2) from None
+            raise _keystone_missing(settings, exc) from None
         raise
 
 
@@ -116,6 +129,8 @@ def start(settings: Settings):
             f"{settings.describe('db')}: an in-memory SQLite database cannot be "
             "shared by several workers; use a file (sqlite:////path) or "
             "--workers 1", 2)
+    check_database_directory(settings)
+    check_keystone(settings)
     check_noauth2_address(settings, host_addresses(settings))
     db = _open_database(settings)
     sock = None

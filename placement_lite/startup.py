@@ -5,7 +5,9 @@ and the listening socket itself, bound once in the parent before any
 worker is forked."""
 from __future__ import annotations
 
+import os
 import socket
+from typing import Optional
 
 from placement_lite.config import Settings
 
@@ -73,6 +75,49 @@ def database_error(settings: Settings, exc: BaseException) -> StartupError:
             "host, port, user, password and database name are right")
     return StartupError(f"{given}: the database failed at start-up "
                         f"({type(exc).__name__}: {first_line(exc)})")
+
+
+def sqlite_file(url: str) -> Optional[str]:
+    """The file an SQLite URL names; None for other databases, in-memory
+    ones and SQLite's URI filenames (whose path we do not parse)."""
+    from sqlalchemy.engine import make_url
+    parsed = make_url(url)
+    name = parsed.database
+    if (parsed.get_backend_name() != "sqlite" or not name or name == ":memory:"
+            or name.startswith("file:")):
+        return None
+    return os.path.abspath(name)
+
+
+def check_database_directory(settings: Settings) -> None:
+    """A command that creates its SQLite file refuses one named by the
+    operator in a directory that does not exist: a typo in the path would
+    otherwise become new directories and an empty database, served as if
+    it were the real one. Only the default file's directory (under the
+    user's data directory, which a fresh account does not have yet) is
+    created, by db.engine when it opens it."""
+    path = sqlite_file(settings.db)
+    if path is None or not settings.explicit("db"):
+        return
+    directory = os.path.dirname(path)
+    if os.path.isdir(directory):
+        return
+    given = settings.describe("db")
+    if os.path.exists(directory):
+        raise StartupError(f"{given}: {directory} is not a directory; choose a "
+                           "path in a directory", 2)
+    raise StartupError(f"{given}: the directory {directory} does not exist; "
+                       "create it first, or correct the path", 2)
+
+
+def require_database_file(settings: Settings) -> None:
+    """The read-only commands never create a database: opening a missing
+    SQLite file would, and then report on an empty one."""
+    path = sqlite_file(settings.db)
+    if path is not None and not os.path.exists(path):
+        raise StartupError(
+            f"{settings.describe('db')}: no database at {path}; create it with "
+            "`placement-lite db upgrade`, or give the path of an existing one", 1)
 
 
 def is_loopback(address: str) -> bool:

@@ -126,7 +126,7 @@ class CORSFixture(APIFixture):
 
 
 class MetricsFixture(APIFixture):
-    settings_overrides = {"metrics_enabled": True}
+    settings_overrides = {"metrics": True}
 
 
 def _seed_claims(db, claims):

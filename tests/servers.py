@@ -68,13 +68,15 @@ def command(*args: str) -> list[str]:
     return [sys.executable, "-m", "placement_lite.cli", *args]
 
 
-def start(db_url: str, *args: str, env: dict | None = None) -> Served:
-    """Start the service on a free port, without waiting for it."""
+def start(db_url: str | None, *args: str, env: dict | None = None) -> Served:
+    """Start the service on a free port, without waiting for it (db_url
+    None: on the default database)."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("PLACEMENT_LITE_") or k == "PLACEMENT_LITE_TEST_DB_URLS"}
     full_env.update(env or {})
+    db = ["--db", db_url] if db_url is not None else []
     proc = subprocess.Popen(
-        command("serve", "--db", db_url, "--host", "127.0.0.1", "--port", "0", *args),
+        command("serve", *db, "--host", "127.0.0.1", "--port", "0", *args),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
         # Its own process group, so a test can signal it like a terminal would.
         start_new_session=True)
@@ -106,7 +108,7 @@ def stop(served: Served) -> None:
 
 
 @contextmanager
-def serve(db_url: str, *args: str, env: dict | None = None, startup: float = 60.0):
+def serve(db_url: str | None, *args: str, env: dict | None = None, startup: float = 60.0):
     """Start the service on a free port; yield a Served; stop it after."""
     served = start(db_url, *args, env=env)
     try:

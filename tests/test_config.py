@@ -63,8 +63,8 @@ def test_precedence_cli_over_environment_over_file(tmp_path):
 
 def test_config_file_from_environment_and_unknown_keys(tmp_path):
     path = tmp_path / "settings.yaml"
-    path.write_text("metrics_enabled: true\n")
-    assert load_settings({}, environ={ENV_PREFIX + "CONFIG_FILE": str(path)}).metrics_enabled
+    path.write_text("metrics: true\n")
+    assert load_settings({}, environ={ENV_PREFIX + "CONFIG_FILE": str(path)}).metrics
     path.write_text("no_such_setting: 1\n")
     with pytest.raises(ValueError, match="no_such_setting"):
         load_settings({"config_file": str(path)}, environ={})
@@ -72,7 +72,7 @@ def test_config_file_from_environment_and_unknown_keys(tmp_path):
 
 def test_bad_values_are_refused():
     with pytest.raises(ValueError):
-        load_settings({}, environ={ENV_PREFIX + "METRICS_ENABLED": "perhaps"})
+        load_settings({}, environ={ENV_PREFIX + "METRICS": "perhaps"})
     with pytest.raises(ValueError):
         load_settings({}, environ={ENV_PREFIX + "WORKERS": "many"})
 
@@ -100,7 +100,7 @@ def test_cli_flags_parse_into_settings(monkeypatch):
                      "--keystone-authtoken", "www_authenticate_uri=http://k/"])
     assert code == 0
     s = seen["s"]
-    assert s.workers == 3 and s.metrics_enabled is True
+    assert s.workers == 3 and s.metrics is True
     assert s.cors_allowed_origin == ("https://a.example", "https://b.example")
     assert s.cors_allow_headers == ("X-Auth-Token", "Content-Type")
     assert s.keystone_authtoken == {"auth_url": "http://k:5000/v3",
@@ -109,13 +109,13 @@ def test_cli_flags_parse_into_settings(monkeypatch):
 
 def test_an_unset_boolean_flag_leaves_the_environment_in_charge(monkeypatch):
     seen = []
-    monkeypatch.setenv(ENV_PREFIX + "METRICS_ENABLED", "true")
+    monkeypatch.setenv(ENV_PREFIX + "METRICS", "true")
     monkeypatch.setattr("placement_lite.server.serve",
                         lambda settings: seen.append(settings) or 0)
     monkeypatch.setattr("placement_lite.logs.configure", lambda *a, **k: None)
     assert cli.main(["serve", "--db", "sqlite://"]) == 0
     assert cli.main(["serve", "--db", "sqlite://", "--no-metrics"]) == 0
-    assert [s.metrics_enabled for s in seen] == [True, False]
+    assert [s.metrics for s in seen] == [True, False]
 
 
 def test_malformed_keystone_option_is_a_usage_error(capsys):
@@ -170,7 +170,7 @@ def test_default_database_lives_in_the_users_data_directory(tmp_path, monkeypatc
     ("keystone_config_file", "/no/such.ini", "no such file"),
     ("noauth2_default_token", " ", "noauth2_default_token must not be empty"),
     ("threads", "eight", "threads must be a whole number"),
-    ("metrics_enabled", "perhaps", "metrics_enabled must be true or false"),
+    ("metrics", "perhaps", "metrics must be true or false"),
 ])
 def test_every_bound_is_checked_and_names_its_source(tmp_path, name, raw, fragment):
     env_key = ENV_PREFIX + name.upper()
@@ -200,12 +200,32 @@ def test_every_bound_is_checked_and_names_its_source(tmp_path, name, raw, fragme
     (["--workers", "-3"], "--workers -3: workers must be at least 1"),
     (["--log-level", "LOUD"], "--log-level LOUD: log_level must be one of"),
     (["--db-pool-size", "0"], "--db-pool-size 0: db_pool_size must be at least 1"),
+    # Flags are read by the settings' own rules, as the environment is.
+    (["--port", "abc"], "--port abc: port must be a whole number"),
+    (["--shutdown-timeout", "soon"], "--shutdown-timeout soon: shutdown_timeout must be a number"),
 ])
 def test_bad_flags_are_one_line_naming_the_flag(capsys, argv, message):
     assert cli.main(["serve", "--db", "sqlite://", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert err.startswith("placement-lite: cannot start: ")
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["serve", "--auth", "nope"], ["--auth", "invalid choice: 'nope'"]),
+    (["serve", "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),
+    (["serve", "--port"], ["--port", "expected one argument"]),
+    (["nosuchcommand"], ["invalid choice: 'nosuchcommand'"]),
+])
+def test_usage_errors_are_one_line_not_the_whole_usage(capsys, argv, fragments):
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage:" not in err, err
+    assert err.startswith("placement-lite"), err
+    for fragment in fragments:
+        assert fragment in err, err
 
 
 def test_settings_built_in_code_are_checked_too():
@@ -215,8 +235,8 @@ def test_settings_built_in_code_are_checked_too():
         Settings(port=70000)
     with pytest.raises(ValueError, match="threads must be a whole number"):
         Settings(threads="8")
-    with pytest.raises(ValueError, match="metrics_enabled must be true or false"):
-        Settings(metrics_enabled="yes")
+    with pytest.raises(ValueError, match="metrics must be true or false"):
+        Settings(metrics="yes")
 
 
 def test_several_problems_are_reported_together():
@@ -280,3 +300,177 @@ def test_the_quota_model_choices_are_the_models():
     from placement_lite.quota import models
 
     assert set(QUOTA_MODELS) == set(models.MODELS)
+
+
+# -- the command line itself -------------------------------------------------
+
+def test_version_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"placement-lite {version('placement-lite')}\n"
+
+
+def test_version_falls_back_to_setup_py(monkeypatch):
+    """Run from a source tree that was never installed."""
+    import importlib.metadata
+    import pathlib
+    import re
+
+    from placement_lite import version
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    setup_py = pathlib.Path(__file__).resolve().parent.parent / "setup.py"
+    declared = re.search(r'version="([^"]+)"', setup_py.read_text()).group(1)
+    assert version.version() == declared
+
+
+def _help_entries(text: str) -> dict:
+    """Option -> its help text, from argparse's listing (an entry's help
+    is on the invocation's line or indented on the lines below it)."""
+    entries, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("  -"):
+            invocation, _, rest = line.strip().partition("  ")
+            current = entries.setdefault(invocation.split(",")[0].split()[0], [])
+            current.append(rest.strip())
+        elif current is not None and line.startswith("    ") and line.strip():
+            current.append(line.strip())
+        else:
+            current = None
+    return {option: " ".join(p for p in parts if p) for option, parts in entries.items()}
+
+
+def _expected_default(name: str) -> str:
+    value = None if name == "config_file" else getattr(Settings(), name)
+    if value is None or value in ((), {}):
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def test_serve_help_gives_every_option_help_default_and_environment_variable(
+        capsys, monkeypatch):
+    import re
+    # Wide enough that no help line wraps.
+    monkeypatch.setenv("COLUMNS", "1000")
+    with pytest.raises(SystemExit) as done:
+        cli.main(["serve", "--help"])
+    assert done.value.code == 0
+    entries = _help_entries(capsys.readouterr().out)
+    parser = cli._parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = [a for a in sub.choices["serve"]._actions
+               if a.option_strings and a.dest != "help"]
+    assert len(options) > 20
+    for action in options:
+        flag = action.option_strings[0]
+        assert flag in entries, f"{flag} is not in serve --help"
+        found = re.fullmatch(r"(?P<help>.*\S)\s+\(default: (?P<default>[^;]*); "
+                             r"env (?P<env>PLACEMENT_LITE_[A-Z0-9_]+)\)", entries[flag])
+        assert found, f"{flag}: {entries[flag]!r}"
+        assert len(found["help"]) > 10, f"{flag} has no help of its own"
+        assert found["env"] == ENV_PREFIX + action.dest.upper(), flag
+        assert found["default"] == _expected_default(action.dest), flag
+
+
+def test_every_serve_flag_is_spelled_by_its_setting_name():
+    """One rule: setting `a_b` is --a-b, PLACEMENT_LITE_<A_B> and `a_b:`."""
+    for action in _serve_actions():
+        assert action.option_strings[0] == "--" + action.dest.replace("_", "-")
+
+
+def test_metrics_is_named_like_every_other_setting(tmp_path):
+    assert load_settings({}, environ={ENV_PREFIX + "METRICS": "true"}).metrics is True
+    path = tmp_path / "settings.yaml"
+    path.write_text("metrics: true\n")
+    assert load_settings({"config_file": str(path)}, environ={}).metrics is True
+
+
+def test_the_old_metrics_enabled_spelling_still_works_and_says_so(tmp_path):
+    s = load_settings({}, environ={ENV_PREFIX + "METRICS_ENABLED": "true"})
+    assert s.metrics is True
+    assert s.describe("metrics") == "PLACEMENT_LITE_METRICS_ENABLED=true (environment)"
+    assert s.deprecations() == [
+        "PLACEMENT_LITE_METRICS_ENABLED is deprecated; use PLACEMENT_LITE_METRICS"]
+    path = tmp_path / "settings.yaml"
+    path.write_text("metrics_enabled: perhaps\n")
+    with pytest.raises(ValueError) as err:
+        load_settings({"config_file": str(path)}, environ={})
+    assert str(err.value).startswith(f"metrics_enabled: perhaps (in {path}): ")
+    path.write_text("metrics_enabled: true\n")
+    s = load_settings({"config_file": str(path)}, environ={})
+    assert s.metrics is True
+    assert s.deprecations() == [f"metrics_enabled (in {path}) is deprecated; use metrics"]
+    # The new name wins over the old.
+    s = load_settings({}, environ={ENV_PREFIX + "METRICS_ENABLED": "true",
+                                   ENV_PREFIX + "METRICS": "false"})
+    assert s.metrics is False
+
+
+def test_the_deprecation_is_logged_when_the_cli_starts(monkeypatch, caplog):
+    monkeypatch.setenv(ENV_PREFIX + "METRICS_ENABLED", "true")
+    monkeypatch.setattr("placement_lite.server.serve", lambda settings: 0)
+    monkeypatch.setattr("placement_lite.logs.configure", lambda *a, **k: None)
+    assert cli.main(["serve", "--db", "sqlite://"]) == 0
+    assert ("PLACEMENT_LITE_METRICS_ENABLED is deprecated; use PLACEMENT_LITE_METRICS"
+            in caplog.text)
+
+
+def test_an_unknown_environment_variable_is_refused_with_the_nearest_name():
+    with pytest.raises(ValueError) as err:
+        load_settings({}, environ={ENV_PREFIX + "THRAEDS": "4"})
+    # (Spelled in two parts so the repository's scan below does not read
+    # the typo as a variable something uses.)
+    assert str(err.value) == (
+        f"{ENV_PREFIX}THRAEDS (environment): no such setting; did you mean "
+        "PLACEMENT_LITE_THREADS?")
+    with pytest.raises(ValueError, match="no such setting"):
+        load_settings({}, environ={ENV_PREFIX + "QQQ": "1"})
+
+
+def test_an_unknown_file_key_names_the_nearest_setting(tmp_path):
+    path = tmp_path / "settings.yaml"
+    path.write_text("thraeds: 4\n")
+    with pytest.raises(ValueError, match="thraeds .*did you mean threads"):
+        load_settings({"config_file": str(path)}, environ={})
+
+
+def _variables_named_in_the_repository() -> set:
+    import pathlib
+    import re
+    # Code and scripts: where variables are set and read (the documents
+    # also spell typos, to show what is refused).
+    root = pathlib.Path(__file__).resolve().parent.parent
+    files = []
+    for folder in ("placement_lite", "tests", "bench", ".ci"):
+        files += [p for p in (root / folder).rglob("*")
+                  if p.is_file() and p.suffix in (".py", ".sh", "")]
+    names = set()
+    for path in files:
+        names |= set(re.findall(r"\bPLACEMENT_LITE_[A-Z0-9_]*[A-Z0-9]",
+                                path.read_text(errors="replace")))
+    return names
+
+
+def test_every_variable_the_repository_uses_is_a_setting_or_ignored_by_name():
+    """The test suite's, CI's and the benchmark's variables are set in the
+    environments the service starts in: none may make it refuse."""
+    from placement_lite.config import NOT_SETTINGS_ENVIRONMENT
+    names = _variables_named_in_the_repository()
+    for known in ("PLACEMENT_LITE_TEST_DB_URLS", "PLACEMENT_LITE_COUNT_STATEMENTS",
+                  "PLACEMENT_LITE_SAMENESS_SEED", "PLACEMENT_LITE_DIFF_SEED",
+                  "PLACEMENT_LITE_CONFORMANCE"):
+        assert known in names
+    load_settings({}, environ={name: "1" for name in names
+                               if name in NOT_SETTINGS_ENVIRONMENT})
+    settings = {ENV_PREFIX + n.upper() for n in Settings.field_names()}
+    for name in names - settings - {ENV_PREFIX + "CONFIG_FILE",
+                                    ENV_PREFIX + "METRICS_ENABLED"}:
+        assert name in NOT_SETTINGS_ENVIRONMENT, name
+    assert not NOT_SETTINGS_ENVIRONMENT & settings
+

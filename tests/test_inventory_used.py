@@ -190,7 +190,11 @@ def test_migration_fills_used_from_stored_allocations(backend):
 def test_db_check_names_a_kept_sum_that_left_the_allocations(tmp_path, capsys):
     from placement_lite import cli
 
+    import sqlite3
     url = f"sqlite:///{tmp_path / 'check.sqlite'}"
+    assert cli.main(["db", "check", "--db", url]) == 1
+    assert "no database at" in capsys.readouterr().err
+    sqlite3.connect(tmp_path / "check.sqlite").close()
     assert cli.main(["db", "check", "--db", url]) == 1
     assert "the schema is not current" in capsys.readouterr().err
     assert cli.main(["db", "upgrade", "--db", url]) == 0

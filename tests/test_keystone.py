@@ -170,7 +170,7 @@ def test_identity_headers_sent_by_a_caller_are_not_trusted(db, fake_keystone, tm
 
 
 def test_public_paths_and_preflight_need_no_token(db, fake_keystone, tmp_path):
-    settings = _settings(db, fake_keystone, tmp_path, metrics_enabled=True,
+    settings = _settings(db, fake_keystone, tmp_path, metrics=True,
                          cors_allowed_origin=("http://ui.example.com",),
                          cors_allow_headers=("x-auth-token",))
     client = falcon.testing.TestClient(build_wsgi(settings, db))

@@ -47,7 +47,7 @@ def _parse(text):
 
 def _client(db, **overrides):
     return falcon.testing.TestClient(
-        create_app(Settings(db=db.url, metrics_enabled=True, **overrides), db))
+        create_app(Settings(db=db.url, metrics=True, **overrides), db))
 
 
 def test_metrics_are_404_unless_enabled(db):

@@ -27,7 +27,7 @@ def db():
 
 
 def _client(db, **kw):
-    settings = Settings(db=db.url, metrics_enabled=True,
+    settings = Settings(db=db.url, metrics=True,
                         quota_model="strict_two_level", **kw)
     client = falcon.testing.TestClient(create_app(settings, db))
 

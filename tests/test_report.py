@@ -79,9 +79,21 @@ def test_report_on_an_empty_database(db, capsys):
 
 
 def test_report_refuses_a_database_without_the_schema(tmp_path, capsys):
-    code, _out, err = _run(capsys, "--db", f"sqlite:///{tmp_path}/none.sqlite")
+    import sqlite3
+    sqlite3.connect(tmp_path / "empty.sqlite").close()
+    code, _out, err = _run(capsys, "--db", f"sqlite:///{tmp_path}/empty.sqlite")
     assert code == 1
     assert "the schema is not current; run `placement-lite db upgrade` first" in err
+
+
+def test_report_on_no_database_creates_none(tmp_path, capsys):
+    path = tmp_path / "none.sqlite"
+    code, out, err = _run(capsys, "--db", f"sqlite:///{path}")
+    assert code == 1 and out == ""
+    assert err == (f"placement-lite: cannot start: --db sqlite:///{path}: no "
+                   f"database at {path}; create it with `placement-lite db "
+                   "upgrade`, or give the path of an existing one\n")
+    assert not path.exists()
 
 
 def test_a_page_of_trees_costs_the_same_queries_however_many_trees(world):

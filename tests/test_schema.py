@@ -166,7 +166,13 @@ def test_a_real_deadlock_is_retried(db):
 def test_db_upgrade_and_version_commands(tmp_path, capsys):
     from placement_lite import cli
 
+    import sqlite3
     url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
+    # A read-only command: it creates no database to say so.
+    assert cli.main(["db", "version", "--db", url]) == 1
+    assert "no database at" in capsys.readouterr().err
+    assert not (tmp_path / "cli.sqlite").exists()
+    sqlite3.connect(tmp_path / "cli.sqlite").close()
     assert cli.main(["db", "version", "--db", url]) == 0
     assert capsys.readouterr().out.startswith("none (head ")
     assert cli.main(["db", "upgrade", "--db", url]) == 0

@@ -69,7 +69,7 @@ def test_document_is_public_and_lists_exactly_the_routes_served(db):
 
 def test_metrics_route_is_documented_only_when_served(db):
     assert "/metrics" not in _document(db)["paths"]
-    assert "/metrics" in _document(db, metrics_enabled=True)["paths"]
+    assert "/metrics" in _document(db, metrics=True)["paths"]
 
 
 def test_public_operations_need_no_token(db):

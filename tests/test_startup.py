@@ -110,17 +110,77 @@ def test_unreachable_database():
     assert "s3cret" not in line
 
 
-@pytest.mark.parametrize("where", ["under-a-file", "proc"])
-def test_unwritable_sqlite_path(tmp_path, where):
-    if where == "proc":
-        path = "/proc/placement-lite/placement.sqlite"
-    else:
-        (tmp_path / "a-file").write_text("")
-        path = str(tmp_path / "a-file" / "placement.sqlite")
+def test_unwritable_sqlite_path():
+    # /proc is a directory no one can create a file in.
+    path = "/proc/placement.sqlite"
     out = _run("serve", "--db", f"sqlite:///{path}")
     _refused(out, f"--db sqlite:///{path}", f"cannot create or write the SQLite "
              f"database {path}", "choose a path in a directory this user can write",
              status=1)
+
+
+@pytest.mark.parametrize("command", [["serve"], ["db", "upgrade"],
+                                     ["db", "import", "--from", "sqlite://"]])
+@pytest.mark.parametrize("given", ["flag", "environment"])
+def test_a_sqlite_path_in_a_missing_directory_is_refused(tmp_path, command, given):
+    """A typo in --db must not become a new, empty database (and
+    directories) that the service then serves."""
+    path = tmp_path / "no" / "such" / "dir" / "x.db"
+    url = f"sqlite:///{path}"
+    if given == "flag":
+        out = _run(*command, "--db", url)
+        named = f"--db {url}"
+    else:
+        out = _run(*command, env={"PLACEMENT_LITE_DB": url})
+        named = f"PLACEMENT_LITE_DB={url} (environment)"
+    _refused(out, named, f"the directory {path.parent} does not exist",
+             "create it first", status=2)
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_sqlite_path_under_a_file_is_refused(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "a-file" / "placement.sqlite"
+    out = _run("serve", "--db", f"sqlite:///{path}")
+    _refused(out, f"--db sqlite:///{path}", f"{path.parent} is not a directory",
+             status=2)
+
+
+def _home(tmp_path) -> dict:
+    return {"HOME": str(tmp_path), "XDG_DATA_HOME": ""}
+
+
+def test_serve_without_db_creates_the_default_directory(tmp_path):
+    """The README's quick start: `placement-lite serve` on a fresh account."""
+    with serve(None, env=_home(tmp_path)) as srv:
+        assert srv.request("GET", "/healthcheck", token=None)[0] == 200
+    assert (tmp_path / ".local" / "share" / "placement-lite"
+            / "placement-lite.sqlite").is_file()
+
+
+READ_ONLY = [["report"], ["db", "check"], ["db", "version"],
+             ["db", "compare", "--from", "sqlite://"], ["quota", "enforcement"]]
+
+
+@pytest.mark.parametrize("command", READ_ONLY, ids=" ".join)
+def test_read_only_commands_never_create_a_database(tmp_path, command):
+    path = tmp_path / "typo.sqlite"
+    out = _run(*command, "--db", f"sqlite:///{path}")
+    _refused(out, f"--db sqlite:///{path}", f"no database at {path}", status=1)
+    assert list(tmp_path.iterdir()) == []
+    # Nor at the default location, nor its directories.
+    out = _run(*command, env=_home(tmp_path))
+    _refused(out, "no database at "
+             f"{tmp_path}/.local/share/placement-lite/placement-lite.sqlite", status=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", READ_ONLY, ids=" ".join)
+def test_read_only_commands_in_a_missing_directory_say_no_database(tmp_path, command):
+    path = tmp_path / "no" / "x.sqlite"
+    out = _run(*command, "--db", f"sqlite:///{path}")
+    _refused(out, f"no database at {path}", status=1)
+    assert not (tmp_path / "no").exists()
 
 
 def test_bad_yaml_config(tmp_path):
@@ -135,6 +195,33 @@ def test_bad_value_in_the_config_file(tmp_path):
     path.write_text("threads: 0\n")
     out = _run("serve", "--config-file", str(path))
     _refused(out, f"threads: 0 (in {path}): threads must be at least 1", status=2)
+
+
+def test_a_non_number_port_is_one_line(sqlite_path):
+    out = _run("serve", "--db", sqlite_path, "--port", "abc")
+    _refused(out, "--port abc: port must be a whole number", status=2)
+
+
+def test_an_unknown_variable_in_the_environment(sqlite_path):
+    # Spelled in two parts: the repository's scan of names must not read
+    # the typo as a variable something uses.
+    typo = "PLACEMENT_LITE_" + "PROT"
+    out = _run("serve", "--db", sqlite_path, env={typo: "9999"})
+    _refused(out, f"{typo} (environment): no such setting; did you mean "
+             "PLACEMENT_LITE_PORT?", status=2)
+
+
+@pytest.mark.parametrize("block", ["keystonemiddleware",
+                                   # Without keystonemiddleware, its oslo.config
+                                   # is usually missing too.
+                                   "keystonemiddleware,oslo_config"])
+def test_keystone_auth_without_keystonemiddleware(tmp_path, block):
+    db = tmp_path / "placement.sqlite"
+    out = _run("serve", "--db", f"sqlite:///{db}", "--auth", "keystone",
+               "--port", "0", block=block)
+    _refused(out, "--auth keystone", "keystonemiddleware is not installed",
+             "pip install 'placement-lite[keystone]'", "--auth noauth2", status=2)
+    assert not db.exists()
 
 
 def test_bad_value_in_the_environment(sqlite_path):

@@ -86,7 +86,7 @@ def test_ctrl_c_stops_cleanly(sqlite_url, workers):
 
 def test_environment_configures_serve(sqlite_url):
     env = {"PLACEMENT_LITE_WORKERS": "2", "PLACEMENT_LITE_THREADS": "3",
-           "PLACEMENT_LITE_METRICS_ENABLED": "true"}
+           "PLACEMENT_LITE_METRICS": "true"}
     with serve(sqlite_url, env=env) as srv:
         assert "2 workers, 3 threads each" in srv.output
         assert srv.request("GET", "/metrics", token=None)[0] == 200

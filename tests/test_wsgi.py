@@ -55,7 +55,7 @@ def test_application_is_built_from_the_environment(clean_env, tmp_path):
     url = _sqlite(tmp_path)
     clean_env.setenv("PLACEMENT_LITE_DB", url)
     clean_env.setenv("PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS", "true")
-    clean_env.setenv("PLACEMENT_LITE_METRICS_ENABLED", "yes")
+    clean_env.setenv("PLACEMENT_LITE_METRICS", "yes")
     app = _import_wsgi(clean_env).application
     # The fresh file was migrated and the standard names synced.
     db = Database(url)
@@ -78,7 +78,7 @@ def test_application_is_built_from_the_environment(clean_env, tmp_path):
                                headers=ADMIN)
     assert resp.json["inventories"]["VCPU"]["total"] == 8
     assert "x-openstack-request-id" in resp.headers
-    # PLACEMENT_LITE_METRICS_ENABLED took effect: the route exists.
+    # PLACEMENT_LITE_METRICS took effect: the route exists.
     assert client.simulate_get("/metrics").status_code == 200
 
 
@@ -88,7 +88,7 @@ def test_the_config_file_is_read_and_the_environment_wins(clean_env, tmp_path):
     config.write_text(
         f"db: sqlite:///{tmp_path / 'from-file.sqlite'}\n"
         "insecure_noauth2_on_open_address: true\n"
-        "metrics_enabled: true\n", encoding="utf-8")
+        "metrics: true\n", encoding="utf-8")
     clean_env.setenv("PLACEMENT_LITE_CONFIG_FILE", str(config))
     clean_env.setenv("PLACEMENT_LITE_DB", f"sqlite:///{wanted}")
     client = falcon.testing.TestClient(_import_wsgi(clean_env).application)
@@ -159,6 +159,22 @@ def test_an_unusable_database_is_one_line(clean_env, tmp_path):
     message = str(caught.value)
     assert "PLACEMENT_LITE_DB=" in message and "(environment)" in message
     assert "\n" not in message
+
+
+def test_a_database_in_a_missing_directory_is_refused(clean_env, tmp_path):
+    from placement_lite.deploy import create_application
+
+    url = f"sqlite:///{tmp_path}/no/such/db.sqlite"
+    with pytest.raises(StartupError) as caught:
+        create_application(
+            {"PLACEMENT_LITE_DB": url,
+             "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS": "true"},
+            configure_logging=False)
+    assert str(caught.value) == (
+        f"PLACEMENT_LITE_DB={url} (environment): the directory {tmp_path}/no/such "
+        "does not exist; create it first, or correct the path")
+    assert caught.value.status == 2
+    assert not (tmp_path / "no").exists()
 
 
 def test_the_start_up_pool_is_emptied_for_servers_that_fork(clean_env, tmp_path, monkeypatch):

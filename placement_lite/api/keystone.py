@@ -18,13 +18,17 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 
+def require() -> None:
+    """ImportError unless keystonemiddleware, and the oslo.config it reads
+    its options with, can be imported: checked before anything else starts,
+    so the missing extra is what the operator is told (start-up turns it
+    into one line)."""
+    import keystonemiddleware.auth_token  # noqa: F401
+    import oslo_config.cfg  # noqa: F401
+
+
 def _options(settings) -> dict[str, Any]:
-    try:
-        from oslo_config import cfg
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RuntimeError(
-            "--auth keystone needs keystonemiddleware: "
-            "pip install 'placement-lite[keystone]'") from exc
+    from oslo_config import cfg
     conf = cfg.ConfigOpts()
     files = [settings.keystone_config_file] if settings.keystone_config_file else []
     conf([], project="placement-lite", default_config_files=files)
