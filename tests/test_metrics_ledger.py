@@ -9,6 +9,7 @@ import falcon.testing
 import pytest
 from sqlalchemy import event
 
+from placement_lite import report
 from placement_lite.api.metrics import LedgerGauges
 from placement_lite.app import create_app
 from placement_lite.config import Settings
@@ -146,3 +147,82 @@ def test_histogram_edges(backend):
         assert vcpu.providers == 8 and vcpu.capacity == 60
         assert vcpu.used == 3 + 12 + 10 + 9 + 5 + 1
         assert vcpu.free == 60 - 40
+
+
+def _issue_26_world(db, model):
+    """Issue 26: child B (default limit 40) uses 24 VCPU; its parent A's
+    limit is lowered to 16. Returns the test client and a caller."""
+    settings = Settings(db=db.url, metrics=True, quota_enforce=True,
+                        quota_model=model)
+    client = falcon.testing.TestClient(create_app(settings, db))
+
+    def ok(method, path, body=None, want=(200, 201, 204)):
+        r = client.simulate_request(method, path, json=body, headers=ADMIN)
+        assert r.status_code in want, (method, path, r.status_code, r.text)
+        return r.json if r.text else None
+
+    rp = str(uuidlib.uuid4())
+    ok("POST", "/resource_providers", {"name": "cn", "uuid": rp})
+    ok("PUT", f"/resource_providers/{rp}/inventories", {
+        "resource_provider_generation": 0,
+        "inventories": {"VCPU": {"total": 64}}})
+    sid = ok("POST", "/v3/services", {"service": {"type": "placement"}})[
+        "service"]["id"]
+    ok("POST", "/v3/registered_limits", {"registered_limits": [
+        {"service_id": sid, "resource_name": "class:VCPU", "default_limit": 40}]})
+    ok("POST", "/v3/projects", {"project": {"id": "A", "name": "A"}})
+    ok("POST", "/v3/projects", {"project": {"id": "B", "name": "B", "parent_id": "A"}})
+    ok("PUT", f"/allocations/{uuidlib.uuid4()}", {
+        "allocations": {rp: {"resources": {"VCPU": 24}}},
+        "project_id": "B", "user_id": "u", "consumer_generation": None,
+        "consumer_type": "INSTANCE"})
+    ok("POST", "/v3/limits", {"limits": [
+        {"project_id": "A", "service_id": sid, "resource_name": "class:VCPU",
+         "resource_limit": 16}]})
+    return client, ok
+
+
+def _quota_series(client):
+    return {(name, labels): v for (name, labels), v in
+            _parse(client.simulate_get("/metrics").text).items()
+            if name.startswith("placement_lite_quota_")}
+
+
+def test_strict_two_level_gauges_show_the_limit_enforcement_applies(db):
+    client, ok = _issue_26_world(db, "strict_two_level")
+    quota = _quota_series(client)
+    b = '{project="B",resource="class:VCPU"}'
+    a = '{project="A",resource="class:VCPU"}'
+    # B's own default is 40, but its parent caps it at 16: what a claim,
+    # POST /quota/check and the report all hold B to.
+    assert quota[("placement_lite_quota_usage", b)] == 24
+    assert quota[("placement_lite_quota_limit", b)] == 16
+    # The tree's usage against the top project's limit, labelled by the top.
+    assert quota[("placement_lite_quota_tree_usage", a)] == 24
+    assert quota[("placement_lite_quota_tree_limit", a)] == 16
+    # A uses nothing itself: no per-project pair for it.
+    assert ("placement_lite_quota_usage", a) not in quota
+
+    check = ok("POST", "/quota/check", {"project_id": "B",
+                                        "deltas": {"class:VCPU": 1}},
+               want=(403,))
+    assert {o["limit"] for o in check["errors"][0]["over_limit"]} == {16}
+    # The report (and the console, which reads the same function) agrees.
+    with db.read() as conn:
+        data = report.collect(conn, Settings(db=db.url,
+                                             quota_model="strict_two_level"))
+    (tree,) = [tr for tr in data["quota"]["trees"] if tr["root"] == "A"]
+    (vcpu,) = [r for r in tree["resources"] if r["resource"] == "class:VCPU"]
+    (line_b,) = [p for p in vcpu["projects"] if p["project"] == "B"]
+    assert line_b["limit"] == quota[("placement_lite_quota_limit", b)]
+    assert vcpu["tree"]["limit"] == quota[("placement_lite_quota_tree_limit", a)]
+    assert vcpu["tree"]["usage"] == quota[("placement_lite_quota_tree_usage", a)]
+
+def test_flat_gauges_keep_each_projects_own_limit(db):
+    client, _ok = _issue_26_world(db, "flat")
+    quota = _quota_series(client)
+    b = '{project="B",resource="class:VCPU"}'
+    assert quota[("placement_lite_quota_usage", b)] == 24
+    assert quota[("placement_lite_quota_limit", b)] == 40
+    # No tree under the flat model.
+    assert not [k for k in quota if k[0].startswith("placement_lite_quota_tree_")]

@@ -5,8 +5,9 @@ histograms by method and route; the candidate engine's search time
 (reported by GET /allocation_candidates); write retries
 (generation conflicts and database deadlocks, from Database.on_retry); and
 the database pool, read at scrape time. Gauges of the ledger itself (the
-fleet's capacity, used and free per resource class; the projects closest
-to their limits) come from LedgerGauges, cached a few seconds.
+fleet's capacity, used and free per resource class; the projects, and
+under strict_two_level the trees, closest to their limits) come from
+LedgerGauges, cached a few seconds.
 
 Every worker process keeps its own numbers; each series carries a `worker`
 label (the worker's index, stable across restarts) so a scraper that
@@ -258,8 +259,8 @@ class LedgerGauges:
         self.reads += 1
         with self.db.read() as conn:
             classes = fleet.class_summaries(conn)
-            nearest = overview.nearest_limits(conn, self.settings,
-                                              self.settings.metrics_quota_top_n)
+            nearest = overview.nearest(conn, self.settings,
+                                       self.settings.metrics_quota_top_n)
         lines: list[str] = []
         for name, help_text, value in (
                 ("placement_lite_fleet_capacity", "Capacity of the fleet per "
@@ -276,15 +277,27 @@ class LedgerGauges:
                 lines.append(f"{name}{_labels([('resource_class', c.resource_class)])} "
                              f"{_number(value(c))}")
         if self.settings.metrics_quota_top_n > 0:
-            for name, help_text, value in (
+            for name, help_text, pairs, value in (
                     ("placement_lite_quota_usage", "Usage of the (project, resource) "
                      "pairs closest to their limits (metrics_quota_top_n of them).",
-                     lambda u: u.usage),
-                    ("placement_lite_quota_limit", "The limit of the same pairs.",
-                     lambda u: u.limit)):
+                     nearest.projects, lambda u: u.usage),
+                    ("placement_lite_quota_limit", "The limit enforcement applies "
+                     "to the same pairs (under strict_two_level, capped by the "
+                     "parent's).", nearest.projects, lambda u: u.limit),
+                    ("placement_lite_quota_tree_usage", "strict_two_level: usage "
+                     "of the whole tree under a top-level project, for the "
+                     "(project, resource) pairs closest to their limits.",
+                     nearest.trees, lambda u: u.usage),
+                    ("placement_lite_quota_tree_limit", "strict_two_level: the "
+                     "top-level project's limit, which the whole tree's usage "
+                     "may not exceed.", nearest.trees, lambda u: u.limit)):
+                # The flat model has no trees: leave the families out
+                # rather than announce series that never come.
+                if not pairs and "_tree_" in name:
+                    continue
                 lines.append(f"# HELP {name} {help_text}")
                 lines.append(f"# TYPE {name} gauge")
-                for u in nearest:
+                for u in pairs:
                     lines.append(name + _labels([("project", u.project),
                                                  ("resource", u.resource)])
                                  + f" {_number(value(u))}")

@@ -221,48 +221,102 @@ class ProjectUse:
     limit: int
 
 
-def nearest_limits(conn: Connection, settings, top: int) -> list[ProjectUse]:
+@dataclass
+class Nearest:
+    """The pairs closest to their limits: (project, resource), and under a
+    model that limits trees, (top-level project, resource) for whole trees."""
+    projects: list = field(default_factory=list)
+    trees: list = field(default_factory=list)
+
+
+def _ratio_key(u: ProjectUse):
+    return (-(u.usage / u.limit if u.limit else float("inf")
+              if u.usage else 0), u.project, u.resource)
+
+
+def _roots(conn: Connection, ids: set[int]) -> list[projects.Project]:
+    """The top-level projects above `ids`, one query per level (so the
+    cost follows the depth, not the number of projects)."""
+    roots: set[int] = set()
+    frontier = set(ids)
+    while frontier:
+        rows = conn.execute(select(P.c.id, P.c.parent_id)
+                            .where(P.c.id.in_(sorted(frontier))))
+        frontier = set()
+        for pid, parent in rows:
+            if parent is None:
+                roots.add(pid)
+            else:
+                frontier.add(parent)
+    found = projects.by_ids(conn, roots)
+    return [found[i] for i in sorted(roots, key=lambda i: found[i].external_id)]
+
+
+def nearest(conn: Connection, settings, top: int) -> Nearest:
     """The `top` (project, resource) pairs with the highest usage against
-    their own limit, among resources counted by class (allocations): a
-    fixed number of grouped queries whatever the number of projects."""
+    the limit enforcement applies to them, and the `top` trees likewise,
+    among resources counted by class (allocations).
+
+    The limits come from evaluate(), the function the console and the
+    report read, so a gauge can never show a limit that claims are not
+    held to (issue 26: a child's default above its parent's lowered limit).
+    Only the trees holding a project that uses something are evaluated, in
+    a fixed number of grouped queries per tree level."""
     if top <= 0:
-        return []
+        return Nearest()
     ctx = enforce.context_from(settings)
     scope = lim.resolve_scope(conn, ctx.service_type, ctx.region_id)
     if scope is None:
-        return []
+        return Nearest()
     service_id, rkey = scope
     defaults = lim.registered_defaults(conn, service_id, rkey)
     PL = t.project_limits
-    explicit = {(r.owner_id, r.resource_name): r.resource_limit
-                for r in conn.execute(
-                    select(PL.c.owner_id, PL.c.resource_name, PL.c.resource_limit)
-                    .where(PL.c.service_id == service_id, PL.c.region_key == rkey))}
+    # Names with a limit registered in scope; an unregistered name at zero
+    # (unregistered_is_zero) is left out, as it always was here.
+    limited = set(defaults) | set(conn.scalars(
+        select(PL.c.resource_name).distinct()
+        .where(PL.c.service_id == service_id, PL.c.region_key == rkey)))
     by_class: dict[str, list[str]] = {}
-    for name in set(defaults) | {n for _o, n in explicit}:
+    for name in limited:
         src = usage.source(name, ctx.aliases)
         if src and src[0] == "class":
             by_class.setdefault(src[1], []).append(name)
     if not by_class:
-        return []
+        return Nearest()
     # From the usage summary every allocation write keeps (class ids
     # there are real classes; consumer counts use a negative id).
     s, rc = t.usage_summary, t.resource_classes
-    rows = conn.execute(
-        select(s.c.project_id, P.c.external_id, rc.c.name, func.sum(s.c.amount))
-        .select_from(s.join(rc, rc.c.id == s.c.resource_class_id)
-                     .join(P, P.c.id == s.c.project_id))
+    users = set(conn.scalars(
+        select(s.c.project_id)
+        .select_from(s.join(rc, rc.c.id == s.c.resource_class_id))
         .where(rc.c.name.in_(sorted(by_class)))
-        .group_by(s.c.project_id, P.c.external_id, rc.c.name)
+        .group_by(s.c.project_id)
         # Rows whose holders all left stay at 0; they hold nothing.
-        .having(func.sum(s.c.amount) != 0))
-    found = []
-    for pid, ext, cls, used in rows:
-        for name in by_class[cls]:
-            limit = explicit.get((pid, name), defaults.get(name))
-            if lim.is_unlimited(limit):
+        .having(func.sum(s.c.amount) != 0)))
+    if not users:
+        return Nearest()
+    roots = _roots(conn, users)
+    below = _members(conn, roots)
+    trees = [Tree(r, below[r.id]) for r in roots]
+    evaluate(conn, settings, trees)
+    wanted = {n for names in by_class.values() for n in names}
+    found, whole = [], []
+    for tr in trees:
+        for res in tr.resources:
+            if res.name not in wanted:
                 continue
-            found.append(ProjectUse(ext, name, int(used or 0), limit))
-    found.sort(key=lambda u: (-(u.usage / u.limit if u.limit else float("inf")
-                                if u.usage else 0), u.project, u.resource))
-    return found[:top]
+            for line in res.lines:
+                if line.usage and line.limit is not None:
+                    found.append(ProjectUse(line.project, res.name,
+                                            int(line.usage), line.limit))
+            if res.tree_usage and res.tree_limit is not None:
+                whole.append(ProjectUse(tr.root.external_id, res.name,
+                                        int(res.tree_usage), res.tree_limit))
+    found.sort(key=_ratio_key)
+    whole.sort(key=_ratio_key)
+    return Nearest(found[:top], whole[:top])
+
+
+def nearest_limits(conn: Connection, settings, top: int) -> list[ProjectUse]:
+    """The `top` (project, resource) pairs of nearest()."""
+    return nearest(conn, settings, top).projects
