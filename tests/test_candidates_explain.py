@@ -154,6 +154,58 @@ def test_a_sharing_provider_fills_the_gap(db):
     assert (sharing.trees_before, sharing.trees_after) == (2, 1)
 
 
+def _steps_and_reasons(db, req, uuid):
+    with db.read() as conn:
+        found = explain.explain(conn, req, 0, False, [uuid])
+    return [(r["step"], r["reason"]) for r in found.providers[uuid]["reasons"]]
+
+
+def test_every_failing_step_of_the_unnumbered_group_is_a_reason(db):
+    # Issue 26: no room, no trait and a forbidden aggregate; the trait
+    # and the aggregate were left out once capacity had failed.
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggs=["bad"])
+    cn, bad = w.uuids["cn"], w.agg("bad")
+    req = _req(resources="VCPU:80,MEMORY_MB:8192", required="HW_CPU_X86_AVX2",
+               member_of="!" + bad)
+    assert _steps_and_reasons(db, req, cn) == [
+        ("resources", "no provider of the tree (or sharing one) can give "
+         "MEMORY_MB:8192"),
+        ("resources", f"{cn}: MEMORY_MB: needs 8192, above its max_unit 4096"),
+        ("resources", "no provider of the tree (or sharing one) can give VCPU:80"),
+        ("resources", f"{cn}: VCPU: needs 80, above its max_unit 8"),
+        ("forbidden_aggregates", f"{cn}: in forbidden aggregate {bad}"),
+        ("required", "no provider of the tree (or sharing one) has trait "
+         "HW_CPU_X86_AVX2")]
+
+
+def test_every_failing_step_of_a_numbered_group_is_a_reason(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 8}, aggs=["bad"])
+    cn, bad = w.uuids["cn"], w.agg("bad")
+    req = _req(resources1="VCPU:80", required1="HW_CPU_X86_AVX2",
+               member_of1="!" + bad)
+    assert _steps_and_reasons(db, req, cn) == [
+        (None, "group 1: no provider of the tree passes its filters"),
+        ("resources", f"{cn}: VCPU: needs 80, above its max_unit 8"),
+        ("required", f"{cn}: lacks trait HW_CPU_X86_AVX2"),
+        ("forbidden_aggregates", f"{cn}: in forbidden aggregate {bad}")]
+
+
+def test_a_served_class_brings_no_reasons_of_its_own(db):
+    # VCPU fails; MEMORY_MB is served, so the provider's other failing
+    # steps are reported once, under the class that is not served.
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 8, "MEMORY_MB": 4096})
+    cn = w.uuids["cn"]
+    req = _req(resources="VCPU:80,MEMORY_MB:1024", required="HW_CPU_X86_AVX2")
+    assert _steps_and_reasons(db, req, cn) == [
+        ("resources", "no provider of the tree (or sharing one) can give VCPU:80"),
+        ("resources", f"{cn}: VCPU: needs 80, above its max_unit 8"),
+        ("required", "no provider of the tree (or sharing one) has trait "
+         "HW_CPU_X86_AVX2")]
+
+
 def test_reason_root_required(db):
     w = World(db)
     w.provider("cn", inventory={"VCPU": 4})
