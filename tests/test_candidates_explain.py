@@ -285,6 +285,35 @@ def test_cli_prints_the_explain_answer(capsys):
             assert code == 1 and "403" in err
 
 
+def test_cli_prints_absent_counts_and_trees_as_dashes():
+    from placement_lite import explain_text
+    answer = {
+        "candidates": {"count": 0, "first": [], "randomized": False},
+        "groups": [],
+        "search": [
+            {"step": "offered", "detail": "trees where some group has a provider",
+             "providers_before": None, "providers_after": None,
+             "trees_before": None, "trees_after": 0},
+            {"step": "limit", "detail": "no limit", "providers_before": 0,
+             "providers_after": 0, "trees_before": None, "trees_after": None}],
+        "providers": {"p1": {"tree": None, "excluded": True, "candidates": 0,
+                             "reasons": [{"group": None, "step": None,
+                                          "provider": "p1", "reason":
+                                          "no resource provider has uuid p1"}]},
+                      "p2": {"excluded": True, "reasons": [
+                          {"group": None, "step": "in_tree",
+                           "reason": "in_tree names no provider"}]}}}
+    out = explain_text.render(answer)
+    assert "None" not in out
+    offered = next(line for line in out.splitlines() if "offered" in line)
+    assert offered.split()[1:5] == ["-", "-", "->", "0"]
+    limit = next(line for line in out.splitlines() if " limit " in line)
+    assert limit.split()[1:5] == ["0", "->", "0", "-"]
+    assert "Provider p1: not in the answer\n" in out
+    assert "Provider p2: not in the answer\n  - [in_tree] in_tree names no " \
+        "provider\n" in out
+
+
 def test_console_explain_page(db):
     from urllib.parse import urlencode
     from tests.test_ui import (
