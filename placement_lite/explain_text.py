@@ -28,10 +28,17 @@ def fetch(url: str, query: str, token: Optional[str], microversion: str,
         return json.load(resp)
 
 
+def _count(n) -> str:
+    # A step that does not count this (the search's offered step has no
+    # "before", the limit step counts no trees) reports None: a dash, not
+    # Python's None, is what a reader of the table understands.
+    return "-" if n is None else str(n)
+
+
 def _counts(before, after) -> str:
     if before is None and after is None:
         return "-"
-    return f"{before} -> {after}"
+    return f"{_count(before)} -> {_count(after)}"
 
 
 def _steps(lines: list, steps: list) -> None:
@@ -64,10 +71,13 @@ def render(answer: dict) -> str:
     _steps(lines, answer["search"])
     for uuid, report in answer.get("providers", {}).items():
         lines.append("")
+        # No tree for a uuid no provider has, nor when in_tree names no
+        # provider (nothing was searched): the reason says which.
+        tree = f" (tree {report['tree']})" if report.get("tree") else ""
         if report["excluded"]:
-            lines.append(f"Provider {uuid} (tree {report['tree']}): not in the answer")
+            lines.append(f"Provider {uuid}{tree}: not in the answer")
         else:
-            lines.append(f"Provider {uuid} (tree {report['tree']}): in the answer "
+            lines.append(f"Provider {uuid}{tree}: in the answer "
                          f"({report['candidates']} candidates)")
         for reason in report["reasons"]:
             where = reason["step"] or ""

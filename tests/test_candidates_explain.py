@@ -154,6 +154,58 @@ def test_a_sharing_provider_fills_the_gap(db):
     assert (sharing.trees_before, sharing.trees_after) == (2, 1)
 
 
+def _steps_and_reasons(db, req, uuid):
+    with db.read() as conn:
+        found = explain.explain(conn, req, 0, False, [uuid])
+    return [(r["step"], r["reason"]) for r in found.providers[uuid]["reasons"]]
+
+
+def test_every_failing_step_of_the_unnumbered_group_is_a_reason(db):
+    # Issue 26: no room, no trait and a forbidden aggregate; the trait
+    # and the aggregate were left out once capacity had failed.
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggs=["bad"])
+    cn, bad = w.uuids["cn"], w.agg("bad")
+    req = _req(resources="VCPU:80,MEMORY_MB:8192", required="HW_CPU_X86_AVX2",
+               member_of="!" + bad)
+    assert _steps_and_reasons(db, req, cn) == [
+        ("resources", "no provider of the tree (or sharing one) can give "
+         "MEMORY_MB:8192"),
+        ("resources", f"{cn}: MEMORY_MB: needs 8192, above its max_unit 4096"),
+        ("resources", "no provider of the tree (or sharing one) can give VCPU:80"),
+        ("resources", f"{cn}: VCPU: needs 80, above its max_unit 8"),
+        ("forbidden_aggregates", f"{cn}: in forbidden aggregate {bad}"),
+        ("required", "no provider of the tree (or sharing one) has trait "
+         "HW_CPU_X86_AVX2")]
+
+
+def test_every_failing_step_of_a_numbered_group_is_a_reason(db):
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 8}, aggs=["bad"])
+    cn, bad = w.uuids["cn"], w.agg("bad")
+    req = _req(resources1="VCPU:80", required1="HW_CPU_X86_AVX2",
+               member_of1="!" + bad)
+    assert _steps_and_reasons(db, req, cn) == [
+        (None, "group 1: no provider of the tree passes its filters"),
+        ("resources", f"{cn}: VCPU: needs 80, above its max_unit 8"),
+        ("required", f"{cn}: lacks trait HW_CPU_X86_AVX2"),
+        ("forbidden_aggregates", f"{cn}: in forbidden aggregate {bad}")]
+
+
+def test_a_served_class_brings_no_reasons_of_its_own(db):
+    # VCPU fails; MEMORY_MB is served, so the provider's other failing
+    # steps are reported once, under the class that is not served.
+    w = World(db)
+    w.provider("cn", inventory={"VCPU": 8, "MEMORY_MB": 4096})
+    cn = w.uuids["cn"]
+    req = _req(resources="VCPU:80,MEMORY_MB:1024", required="HW_CPU_X86_AVX2")
+    assert _steps_and_reasons(db, req, cn) == [
+        ("resources", "no provider of the tree (or sharing one) can give VCPU:80"),
+        ("resources", f"{cn}: VCPU: needs 80, above its max_unit 8"),
+        ("required", "no provider of the tree (or sharing one) has trait "
+         "HW_CPU_X86_AVX2")]
+
+
 def test_reason_root_required(db):
     w = World(db)
     w.provider("cn", inventory={"VCPU": 4})
@@ -231,6 +283,35 @@ def test_cli_prints_the_explain_answer(capsys):
                              "resources=VCPU:8"])
             err = capsys.readouterr().err
             assert code == 1 and "403" in err
+
+
+def test_cli_prints_absent_counts_and_trees_as_dashes():
+    from placement_lite import explain_text
+    answer = {
+        "candidates": {"count": 0, "first": [], "randomized": False},
+        "groups": [],
+        "search": [
+            {"step": "offered", "detail": "trees where some group has a provider",
+             "providers_before": None, "providers_after": None,
+             "trees_before": None, "trees_after": 0},
+            {"step": "limit", "detail": "no limit", "providers_before": 0,
+             "providers_after": 0, "trees_before": None, "trees_after": None}],
+        "providers": {"p1": {"tree": None, "excluded": True, "candidates": 0,
+                             "reasons": [{"group": None, "step": None,
+                                          "provider": "p1", "reason":
+                                          "no resource provider has uuid p1"}]},
+                      "p2": {"excluded": True, "reasons": [
+                          {"group": None, "step": "in_tree",
+                           "reason": "in_tree names no provider"}]}}}
+    out = explain_text.render(answer)
+    assert "None" not in out
+    offered = next(line for line in out.splitlines() if "offered" in line)
+    assert offered.split()[1:5] == ["-", "-", "->", "0"]
+    limit = next(line for line in out.splitlines() if " limit " in line)
+    assert limit.split()[1:5] == ["0", "->", "0", "-"]
+    assert "Provider p1: not in the answer\n" in out
+    assert "Provider p2: not in the answer\n  - [in_tree] in_tree names no " \
+        "provider\n" in out
 
 
 def test_console_explain_page(db):

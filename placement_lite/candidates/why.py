@@ -97,32 +97,35 @@ class Why:
 
     # -- per group ---------------------------------------------------------
 
-    def _first_failures(self, candidates, group_steps) -> tuple:
-        """(providers passing every step, {provider: first failing step})."""
+    def _failures(self, candidates, group_steps) -> tuple:
+        """(providers passing every step, [(step, providers failing it)])
+        in step order. Every step is asked of every candidate, not only
+        of those the steps before kept: a provider short of room and
+        lacking a trait has two reasons, and an operator fixing only the
+        first would still find the tree out (issue 26)."""
         left = set(candidates)
-        failed: dict = {}
+        failed: list = []
         for step in group_steps:
-            if not left:
-                break
             passing = set(self.conn.scalars(select(RP.c.id).where(
-                RP.c.id.in_(sorted(left)), step.clause)))
-            for rp in left - passing:
-                failed[rp] = step
-            left = passing
+                RP.c.id.in_(sorted(candidates)), step.clause)))
+            if set(candidates) - passing:
+                failed.append((step, set(candidates) - passing))
+            left &= passing
         return left, failed
 
     def _explain_failures(self, label, failed, root, uuids) -> list:
-        traits = self._traits(set(failed) | {root})
-        aggs = self._aggregates(set(failed) | {root})
+        every = set().union(*(rps for _step, rps in failed)) if failed else set()
+        traits = self._traits(every | {root})
+        aggs = self._aggregates(every | {root})
         return [{"group": label, "step": step.kind, "provider": uuids[rp],
                  "reason": f"{uuids[rp]}: {self._word(rp, step, root, traits, aggs)}"}
-                for rp, step in sorted(failed.items())]
+                for step, rps in failed for rp in sorted(rps)]
 
     def _numbered(self, suffix, cands, root, uuids) -> list:
         group = self.plan.req.groups[suffix]
         found = steps.numbered_steps(group, self.plan.lookups, RP)
         found = [_Numbered(s, True) for s in found]
-        passing, failed = self._first_failures(cands, found)
+        passing, failed = self._failures(cands, found)
         if passing:
             return []
         return [{"group": suffix, "step": None, "provider": None,
@@ -132,15 +135,17 @@ class Why:
     def _unnumbered(self, cands, root, uuids, sharers) -> list:
         g = self.plan.unnumbered
         lk = self.plan.lookups
-        out, serving = [], set()
+        out, serving, short = [], set(), set()
         rest = [_Numbered(s, False) for s in steps.unnumbered_steps(g, lk, RP)]
+        kept, rest_failed = self._failures(cands, rest)
         for name, amount in sorted(g.resources.items()):
             rc = lk.rc_ids[name]
             cap = _Numbered(steps.Step(
                 "resources", f"{name}:{amount}",
                 lambda rc=rc, amount=amount: filters.has_capacity(RP.c.id, rc, amount),
                 rc=rc, amount=amount), False)
-            passing, failed = self._first_failures(cands, [cap] + rest)
+            roomy, failed = self._failures(cands, [cap])
+            passing = roomy & kept
             if passing:
                 serving |= passing
                 continue
@@ -149,24 +154,34 @@ class Why:
                     else "no sharing provider in its aggregates has it"
                 out.append({"group": "", "step": "resources", "provider": None,
                             "reason": f"no provider in the tree has {name} and {where}"})
-            else:
-                out.append({"group": "", "step": "resources", "provider": None,
-                            "reason": f"no provider of the tree (or sharing one) "
-                            f"can give {name}:{amount}"})
-                out += self._explain_failures("", failed, root, uuids)
-        if out or not g.required:
+                continue
+            out.append({"group": "", "step": "resources", "provider": None,
+                        "reason": f"no provider of the tree (or sharing one) "
+                        f"can give {name}:{amount}"})
+            out += self._explain_failures("", failed, root, uuids)
+            short |= {rp for rp in cands if self._inventory(rp, rc) is not None}
+        # The other filters once, after every class, as explain orders
+        # them; only for providers that have a class nobody could give,
+        # since elsewhere they keep out nothing the tree needed.
+        out += self._explain_failures("", [(step, rps & short) for step, rps in
+                                           rest_failed if rps & short], root, uuids)
+        if not g.required:
             return out
-        traits = self._traits(serving)
+        # With every class served, the traits must be among the servers;
+        # otherwise the request fails already, and a trait counts as
+        # missing only if no provider of the tree (or sharing one) has it.
+        served = not out
+        traits = self._traits(serving if served else set(cands))
         have = set().union(*traits.values()) if traits else set()
+        whom = "no provider serving the unnumbered group" if served \
+            else "no provider of the tree (or sharing one)"
         for any_of in g.required:
             if not have & any_of:
                 names = ", ".join(sorted(any_of))
                 out.append({"group": "", "step": "required" if len(any_of) == 1
                             else "any_of", "provider": None,
-                            "reason": f"no provider serving the unnumbered group "
-                            f"has trait {names}" if len(any_of) == 1 else
-                            f"no provider serving the unnumbered group has any of "
-                            f"traits {names}"})
+                            "reason": f"{whom} has trait {names}" if len(any_of) == 1
+                            else f"{whom} has any of traits {names}"})
         return out
 
     def _root_reasons(self, root, uuids) -> list:
