@@ -140,43 +140,38 @@ def _send(client, method, url_path, body, expect=(200, 201, 204)):
     return int(headers.get(STATEMENTS) or 0)
 
 
-def _flat(client, i):
-    rp = uid(f"grown-cn-{i}")
-    return (_send(client, "POST", "/resource_providers",
-                  {"name": f"grown-cn-{i}", "uuid": rp})
+def _provider(client, name, inventories, trait, parent=None, aggregate=True):
+    """One provider through the API: created, its inventory, a trait and
+    (unless told not) the world's aggregate; the statements it took."""
+    rp = uid(name)
+    body = {"name": name, "uuid": rp}
+    if parent is not None:
+        body["parent_provider_uuid"] = uid(parent)
+    sent = (_send(client, "POST", "/resource_providers", body)
             + _send(client, "PUT", f"/resource_providers/{rp}/inventories", {
-                "resource_provider_generation": 0, "inventories": {
-                    "VCPU": {"total": 32}, "MEMORY_MB": {"total": 8192},
-                    "DISK_GB": {"total": 8192}}})
+                "resource_provider_generation": 0, "inventories": inventories})
             + _send(client, "PUT", f"/resource_providers/{rp}/traits", {
-                "resource_provider_generation": 1, "traits": [AVX2]})
-            + _send(client, "PUT", f"/resource_providers/{rp}/aggregates", {
-                "resource_provider_generation": 2, "aggregates": [AGGREGATE]}))
+                "resource_provider_generation": 1, "traits": [trait]}))
+    if aggregate:
+        sent += _send(client, "PUT", f"/resource_providers/{rp}/aggregates", {
+            "resource_provider_generation": 2, "aggregates": [AGGREGATE]})
+    return sent
+
+
+def _flat(client, i):
+    return _provider(client, f"grown-cn-{i}", {
+        "VCPU": {"total": 32}, "MEMORY_MB": {"total": 8192},
+        "DISK_GB": {"total": 8192}}, AVX2)
 
 
 def _root(client, r):
-    rp = uid(f"grown-tree-{r}")
-    return (_send(client, "POST", "/resource_providers",
-                  {"name": f"grown-tree-{r}", "uuid": rp})
-            + _send(client, "PUT", f"/resource_providers/{rp}/inventories", {
-                "resource_provider_generation": 0, "inventories": {
-                    "DISK_GB": {"total": 2048}}})
-            + _send(client, "PUT", f"/resource_providers/{rp}/traits", {
-                "resource_provider_generation": 1, "traits": [ROOT_TRAIT]})
-            + _send(client, "PUT", f"/resource_providers/{rp}/aggregates", {
-                "resource_provider_generation": 2, "aggregates": [AGGREGATE]}))
+    return _provider(client, f"grown-tree-{r}", {"DISK_GB": {"total": 2048}}, ROOT_TRAIT)
 
 
 def _child(client, rc):
     r, c = rc
-    name = f"grown-tree-{r}-pf{c}"
-    rp = uid(name)
-    return (_send(client, "POST", "/resource_providers", {
-                "name": name, "uuid": rp, "parent_provider_uuid": uid(f"grown-tree-{r}")})
-            + _send(client, "PUT", f"/resource_providers/{rp}/inventories", {
-                "resource_provider_generation": 0, "inventories": {PF: {"total": 4}}})
-            + _send(client, "PUT", f"/resource_providers/{rp}/traits", {
-                "resource_provider_generation": 1, "traits": [CHILD_TRAIT]}))
+    return _provider(client, f"grown-tree-{r}-pf{c}", {PF: {"total": 4}}, CHILD_TRAIT,
+                     parent=f"grown-tree-{r}", aggregate=False)
 
 
 def _in_threads(url, write, items, threads):

@@ -238,6 +238,19 @@ FIELDS = ("uuid", "parent", "root", "members", "roots", "inventory", "traits",
           "by_uuid", "bounds", "counts")
 
 
+def _equal_to_a_whole_read(db, cache, note=None):
+    """The cache's current copy, after checking it field by field against
+    one read whole at the same heads."""
+    with db.read() as conn:
+        kept = cache.current(conn)
+        whole = snapshot.load(conn, kept.heads)
+    for name in FIELDS:
+        assert getattr(kept, name) == getattr(whole, name), (note, name)
+    assert {a: sorted(m) for a, m in kept.in_aggregate.items()} == {
+        a: sorted(m) for a, m in whole.in_aggregate.items()}, note
+    return kept
+
+
 def test_a_refreshed_copy_equals_one_read_whole(db, apps):
     """What a refresh works out again only where providers changed (trees,
     sharing providers, aggregate members) is what a whole read gives."""
@@ -248,14 +261,7 @@ def test_a_refreshed_copy_equals_one_read_whole(db, apps):
     cache = FactsCache()
 
     def same():
-        with db.read() as conn:
-            kept = cache.current(conn)
-            whole = snapshot.load(conn, kept.heads)
-        for name in FIELDS:
-            assert getattr(kept, name) == getattr(whole, name), name
-        assert {a: sorted(m) for a, m in kept.in_aggregate.items()} == {
-            a: sorted(m) for a, m in whole.in_aggregate.items()}
-        return kept
+        return _equal_to_a_whole_read(db, cache)
 
     for _ in range(40):
         same()
@@ -641,9 +647,9 @@ def test_what_a_shape_kept_carries_over_only_where_no_tree_changed(db, apps):
             snapshot=after, kept=cache.kept)
     carried = cache.kept.of(after, key)
     assert carried.before is kept and kept.before is None
-    moved = before.ids_by_uuid()[others[0]]
+    moved = before.by_uuid[others[0]]
     assert moved in carried.gone and moved in carried
-    untouched = before.ids_by_uuid()[others[1]]
+    untouched = before.by_uuid[others[1]]
     assert untouched not in carried.gone
     assert carried[untouched] is kept[untouched]
 
@@ -789,11 +795,7 @@ def test_a_refresh_read_in_many_chunks_equals_one_read_whole(db, apps, monkeypat
     for batch in (1, 2, 3, 4, 7, 12, 25):
         for _ in range(batch):
             rng.choice(WRITES)(rng, world, memory, rng.choice(sorted(world.providers)))
-        with db.read() as conn:
-            kept = cache.current(conn)
-            whole = snapshot.load(conn, kept.heads)
-        for name in FIELDS:
-            assert getattr(kept, name) == getattr(whole, name), (batch, name)
+        _equal_to_a_whole_read(db, cache, batch)
     # Never read whole again; a batch whose writes were all refused
     # changed nothing to refresh.
     assert cache.loads == 1 and cache.refreshes >= 5, (cache.loads, cache.refreshes)

@@ -43,4 +43,4 @@ class Services:
         """Provider uuid -> id as the copy last read had it (not checked
         against the database: its users verify), or None."""
         snap = self.facts.latest() if self.facts is not None else None
-        return snap.ids_by_uuid() if snap is not None else None
+        return snap.by_uuid if snap is not None else None

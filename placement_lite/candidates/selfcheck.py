@@ -24,6 +24,7 @@ from typing import Optional
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from placement_lite.candidates import snapshot
 from placement_lite.db import facts_log
 from placement_lite.db import tables as t
 
@@ -42,8 +43,6 @@ def differences(conn: Connection, snap, sample: int = SAMPLE,
     """What differs between `snap` and the database in `conn`'s view, as
     lines a person reads ([] when nothing does); None when the check
     could not tell (the log moved, so the copy is not meant to match)."""
-    from placement_lite.candidates import snapshot  # it imports this module
-
     if facts_log.heads(conn) != snap.heads:
         return None
     found: list = []

@@ -246,10 +246,6 @@ class Snapshot:
         roots = self.roots
         return roots[bisect.bisect_left(roots, lo):bisect.bisect_right(roots, hi)]
 
-    def ids_by_uuid(self) -> dict:
-        """uuid -> provider id."""
-        return self.by_uuid
-
     def root_of(self, uuid: str) -> Optional[int]:
         """The root id of the provider with this uuid (None: no such one)."""
         rp = self.by_uuid.get(uuid)
