@@ -328,7 +328,7 @@ def test_console_explain_page(db):
     # cn2: VCPU (16 - 4) * 2 = 24, 12 used: 12 free; cn1's NUMA nodes 8
     # each, 4 used on numa0.
     assert "1 candidate " in seen + " "
-    assert '<svg class="bar funnel"' in shown.text
+    assert '<ol class="funnel">' in shown.text
     assert f"{NUMA0}: VCPU: needs 12, free 4 of capacity 8 (used 4)" in seen
     assert f"{NUMA1}: VCPU: needs 12, free 8 of capacity 8 (used 0)" in seen
     assert f"{CN1}: has no VCPU inventory" in seen
@@ -338,6 +338,43 @@ def test_console_explain_page(db):
     assert "Invalid query string parameters" in text(bad)
     # A caller the explain rule refuses sees the 403 page.
     assert page(client, "/ui/explain", token="someone").status_code == 403
+
+
+def test_console_explain_page_names_each_step_whole_and_counts_in_words(db):
+    import re
+    from html import unescape
+    from urllib.parse import urlencode
+    from tests.test_ui import _caller, _client, build_world, page
+    client = _client(db, ui=True)
+    build_world(_caller(client))
+    shown = page(client, "/ui/explain?" + urlencode(
+        {"q": "resources=VCPU:80,MEMORY_MB:8192&required=HW_CPU_X86_SSE42"}))
+    assert shown.status_code == 200
+
+    def cells(table_id):
+        body = re.search(rf'id="{table_id}">(.*?)</table>', shown.text, re.S).group(1)
+        return [[unescape(re.sub(r"<[^>]+>", "", c)).strip()
+                 for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+                for row in re.findall(r"<tr>(.*?)</tr>", body, re.S) if "<td" in row]
+
+    labels = [re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", x))).strip()
+              for x in re.findall(r'<span class="funnel-label">(.*?)</span>', shown.text)]
+    group = cells("group-unnumbered")
+    search = cells("search")
+    # Every step's whole name, in the funnels as in the tables.
+    assert labels == [f"{row[0]} {row[1]}" for row in group + search]
+    assert "resources MEMORY_MB:8192" in labels and "required HW_CPU_X86_SSE42" in labels
+    assert [row[2:] for row in group] == [["5 → 0", "3 → 0"], ["0 → 0", "0 → 0"],
+                                          ["0 → 0", "0 → 0"]]
+    steps = {row[0]: row[2:] for row in search}
+    # offered counts no "before"; the limit step counts candidates.
+    assert steps["offered"] == ["—", "0 trees"]
+    assert steps["sharing"] == ["0 trees", "0 trees"]
+    assert steps["limit"] == ["0 candidates", "0 candidates"]
+    assert "None" not in re.sub(r"<[^>]+>", " ", shown.text)
+    found = page(client, "/ui/explain?" + urlencode({"q": "resources=VCPU:12,DISK_GB:10"}))
+    counts = re.findall(r'<span class="funnel-count">([^<]*)</span>', found.text)
+    assert counts[-1] == "1 candidate" and "1 tree" in counts
 
 
 def test_openapi_documents_the_route_with_the_candidates_query(db):

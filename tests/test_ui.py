@@ -369,12 +369,143 @@ def test_consumer_lookup(world):
     for expected in ("acme", "alice", "INSTANCE", "cn1-numa0", "VCPU 4",
                      "shared-disk", "DISK_GB 100"):
         assert expected in seen, expected
+    # Anything but a whole uuid is a search, answered on the page: no
+    # header carries what was typed.
     odd = page(world, "/ui/consumers?uuid=a%0d%0aSet-Cookie:%20x=1/..")
-    assert odd.status_code == 303
-    assert odd.headers["location"] == "/ui/consumers/a%0D%0ASet-Cookie%3A%20x%3D1%2F.."
-    assert "set-cookie" not in odd.headers
+    assert odd.status_code == 200 and "set-cookie" not in odd.headers
+    assert "location" not in odd.headers
+    assert "No consumer matches" in text(odd)
     missing = page(world, f"/ui/consumers/{_u('nobody')}")
     assert missing.status_code == 404 and "No consumer with uuid" in text(missing)
+
+
+def _consumer_uuids(result) -> list:
+    return re.findall(r'<a href="/ui/consumers/([0-9a-f-]{36})">', result.text)
+
+
+def test_consumers_are_found_by_part_of_their_uuid(world):
+    part = C1[9:18]
+    found = page(world, f"/ui/consumers?q={part.upper()}")
+    assert found.status_code == 200
+    assert _consumer_uuids(found) == [C1]
+    assert "Page 1 of 1 (1 consumers)" in text(found)
+    prefix = page(world, f"/ui/consumers?q={C2[:6]}")
+    assert C2 in _consumer_uuids(prefix)
+    assert C1 not in _consumer_uuids(prefix) or C1.startswith(C2[:6])
+    # LIKE's wildcards are taken literally.
+    assert _consumer_uuids(page(world, "/ui/consumers?q=%25")) == []
+    assert _consumer_uuids(page(world, "/ui/consumers?q=_")) == []
+    # With no search, every consumer, by uuid.
+    assert _consumer_uuids(page(world, "/ui/consumers")) == sorted([C1, C2, C3])
+
+
+def test_consumers_are_found_by_project_and_user(world):
+    assert _consumer_uuids(page(world, "/ui/consumers?project=acme-dev")) == [C2]
+    assert _consumer_uuids(page(world, "/ui/consumers?user=carol")) == [C3]
+    assert _consumer_uuids(page(world, "/ui/consumers?project=acme&user=alice")) == [C1]
+    none = page(world, "/ui/consumers?project=acme&user=bob")
+    assert _consumer_uuids(none) == []
+    assert "No consumer matches in project acme of user bob." in text(none)
+    assert _consumer_uuids(page(world, "/ui/consumers?project=nobody")) == []
+    # A whole uuid with a project is a search too, not the consumer's page.
+    both = page(world, f"/ui/consumers?q={C1}&project=beta")
+    assert both.status_code == 200 and _consumer_uuids(both) == []
+    # The consumer's page links to its project's other consumers.
+    assert 'href="/ui/consumers?project=acme"' in page(world, f"/ui/consumers/{C1}").text
+
+
+def test_consumer_search_is_paginated(db):
+    client = _client(db, ui=True)
+    call = _caller(client)
+    rp = _u("big")
+    assert call("POST", "/resource_providers", {"name": "big", "uuid": rp})[0] == 200
+    assert call("PUT", f"/resource_providers/{rp}/inventories", {
+        "resource_provider_generation": 0,
+        "inventories": {"VCPU": {"total": 1000}}})[0] == 200
+    made = sorted(_u(f"many-{i}") for i in range(60))
+    for i, consumer in enumerate(made):
+        status, body = call("PUT", f"/allocations/{consumer}", {
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "many", "user_id": f"u{i % 2}", "consumer_generation": None,
+            "consumer_type": "INSTANCE"})
+        assert status == 204, body
+    first = page(client, "/ui/consumers?project=many")
+    assert _consumer_uuids(first) == made[:50]
+    assert "Page 1 of 2 (60 consumers)" in text(first)
+    assert 'rel="next" href="/ui/consumers?project=many&amp;page=2"' in first.text
+    second = page(client, "/ui/consumers?project=many&page=2")
+    assert _consumer_uuids(second) == made[50:]
+    users = page(client, "/ui/consumers?project=many&user=u1")
+    assert "(30 consumers)" in text(users)
+
+
+def test_providers_list_names_each_parent(world):
+    r = page(world, "/ui/providers")
+    rows = {m.group(1): m.group(2) for m in re.finditer(
+        r'<tr>\s*<td><a href="/ui/providers/[^"]+">([^<]+)</a></td>.*?'
+        r'<td class="parent">(.*?)</td>', r.text, re.S)}
+    assert set(rows) == {"cn1", "cn1-numa0", "cn1-numa1", "cn2", "shared-disk"}
+    for child in ("cn1-numa0", "cn1-numa1"):
+        assert re.fullmatch(rf'<a href="/ui/providers/{CN1}"[^>]*>cn1</a>', rows[child])
+    assert "a root" in rows["cn2"] and "/ui/providers/" not in rows["cn2"]
+
+
+def _tree_lines(result) -> dict:
+    lines = re.findall(r'<li class="depth-[^"]*" data-uuid="([^"]+)">(.*?)</li>',
+                       result.text, re.S)
+    return {uuid: re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", body))).strip()
+            for uuid, body in lines}
+
+
+def test_tree_shows_every_members_usage(world):
+    r = page(world, f"/ui/providers/{NUMA1}")
+    lines = _tree_lines(r)
+    assert lines == {CN1: "cn1 gen 4 MEMORY_MB 1,024/8,192",
+                     NUMA0: "cn1-numa0 gen 2 VCPU 4/8",
+                     NUMA1: "cn1-numa1 gen 1 VCPU 0/8"}
+    # The root and the parent by name, linked.
+    assert re.search(rf'id="root"><a href="/ui/providers/{CN1}">cn1</a>', r.text)
+    assert re.search(rf'id="parent"><a href="/ui/providers/{CN1}">cn1</a>', r.text)
+    root = page(world, f"/ui/providers/{CN1}")
+    assert 'id="root">itself<' in root.text and "none (a root)" in text(root)
+    # A member without inventory says so.
+    call = _caller(world)
+    leaf = _u("leaf")
+    assert call("POST", "/resource_providers", {"name": "cn1-leaf", "uuid": leaf,
+                                                "parent_provider_uuid": NUMA1})[0] == 200
+    assert _tree_lines(page(world, f"/ui/providers/{CN1}"))[leaf] == \
+        "cn1-leaf gen 0 no inventory"
+
+
+def test_an_unbounded_max_unit_reads_no_limit(world):
+    r = page(world, f"/ui/providers/{CN2}")
+    units = dict(re.findall(r'<tr data-class="(\w+)">.*?<td class="n units">([^<]*)</td>',
+                            r.text, re.S))
+    # build_world gives no max_unit: Placement's default, 2147483647.
+    assert units == {"MEMORY_MB": "1 / no limit / 1", "VCPU": "1 / no limit / 1"}
+    assert "2147483647" not in r.text and "2,147,483,647" not in r.text
+    call = _caller(world)
+    gen = call("GET", f"/resource_providers/{CN2}")[1]["generation"]
+    assert call("PUT", f"/resource_providers/{CN2}/inventories/MEMORY_MB", {
+        "resource_provider_generation": gen, "total": 4096, "min_unit": 256,
+        "max_unit": 2048, "step_size": 256})[0] == 200
+    r = page(world, f"/ui/providers/{CN2}")
+    units = dict(re.findall(r'<tr data-class="(\w+)">.*?<td class="n units">([^<]*)</td>',
+                            r.text, re.S))
+    assert units["MEMORY_MB"] == "256 / 2,048 / 256"
+
+
+def test_histogram_bins_are_labelled_by_their_edges(world):
+    r = page(world, "/ui/")
+    vcpu = re.search(r'<figure data-class="VCPU">(.*?)</figure>', r.text, re.S).group(1)
+    edges = re.findall(r'<text class="hist-edge"[^>]*>([^<]*)</text>', vcpu)
+    assert edges == [f"{k}%" for k in range(0, 101, 10)]
+    titles = re.findall(r'<g class="bin"><title>([^<]*)</title>', vcpu)
+    assert titles[0] == "under 10% free (or no capacity): 0 providers"
+    assert titles[5] == "50% to under 60% free: 2 providers"
+    assert titles[9] == "90% to 100% free: 1 provider"
+    assert "0% = full" not in text(r)
+    assert "less than a tenth free" in text(r)
 
 
 def test_static_css_is_served_from_the_package(world):

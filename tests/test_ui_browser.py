@@ -20,7 +20,7 @@ import pytest
 
 from tests import servers
 from tests.backends import fresh_database
-from tests.test_ui import AGG, C1, CN2, NUMA0, build_world
+from tests.test_ui import AGG, C1, C2, C3, CN1, CN2, NUMA0, build_world
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver") or (
@@ -155,6 +155,20 @@ def test_fleet_page(browser, live, shots):
     assert hist.is_displayed() and hist.size["width"] >= 300
     counts = [t.text for t in hist.find_elements(By.CSS_SELECTOR, "text.hist-count")]
     assert counts == ["0", "0", "0", "0", "0", "2", "0", "0", "0", "1"]
+    # The bars are labelled by their edges, each label whole, inside the
+    # chart and clear of its neighbours.
+    edges = browser.execute_script(
+        "const svg = arguments[0], w = svg.viewBox.baseVal.width;"
+        "return [...svg.querySelectorAll('text.hist-edge')].map(t => {"
+        "  const b = t.getBBox(); return [t.textContent, b.x, b.x + b.width, w]; });",
+        hist)
+    assert [e[0] for e in edges] == [f"{k}%" for k in range(0, 101, 10)]
+    for text, left, right, width in edges:
+        assert 0 <= left and right <= width, (text, left, right, width)
+    for (a, _l, a_right, _w), (b, b_left, _r, _w2) in zip(edges, edges[1:]):
+        assert a_right < b_left, (a, b)
+    hint = browser.find_element(By.ID, "histogram-hint").text
+    assert "less than a tenth free" in hint and "0% = full" not in hint
     # The stylesheet was served from the package and applied.
     header = browser.find_element(By.CSS_SELECTOR, "header.top")
     assert _rgb(header.value_of_css_property("background-color")) == (18, 38, 58)
@@ -172,6 +186,11 @@ def test_providers_pages(browser, live, shots):
     browser.get(live.base + "/ui/providers")
     names = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#providers td:first-child a")]
     assert names == ["cn1", "cn1-numa0", "cn1-numa1", "cn2", "shared-disk"]
+    # The parent by its name, linked to it.
+    parents = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#providers td.parent")]
+    assert parents == ["a root", "cn1", "cn1", "a root", "a root"]
+    link = browser.find_elements(By.CSS_SELECTOR, "#providers td.parent a")[0]
+    assert link.get_attribute("href").endswith(f"/ui/providers/{CN1}")
     _shot(browser, shots, "providers")
     box = browser.find_element(By.NAME, "q")
     box.send_keys("numa")
@@ -188,6 +207,12 @@ def test_providers_pages(browser, live, shots):
     assert here.text.startswith("cn1-numa0")
     inv = browser.find_element(By.CSS_SELECTOR, '#inventories tr[data-class="VCPU"]')
     assert _cells(inv)[:3] == ["VCPU", "4", "8"]
+    assert _cells(inv)[-1] == "1 / no limit / 1"
+    # Every member of the tree with its usage, not only the one shown.
+    lines = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "ul.tree li")]
+    assert lines == ["cn1 gen 4 MEMORY_MB 1,024/8,192", "cn1-numa0 gen 2 VCPU 4/8",
+                     "cn1-numa1 gen 1 VCPU 0/8"]
+    assert browser.find_element(By.ID, "parent").text.startswith("cn1 ")
     assert C1 in seen and "alice" in seen
     _shot(browser, shots, "provider")
     browser.get(live.base + f"/ui/providers/{CN2}")
@@ -222,10 +247,30 @@ def test_projects_page_highlights_the_over_limit_tree(browser, live, shots):
     _shot(browser, shots, "project")
 
 
+def test_consumer_search(browser, live, shots):
+    _login(browser, live.base)
+    browser.get(live.base + "/ui/consumers")
+    shown = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#consumers td.uuid a")]
+    assert shown == sorted([C1, C2, C3])
+    box = browser.find_element(By.NAME, "q")
+    box.send_keys(C2[4:12].upper())
+    box.submit()
+    WebDriverWait(browser, 15).until(lambda d: "q=" in d.current_url)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#consumers tbody tr")
+    assert [_cells(r)[:4] for r in rows] == [[C2, "acme-dev", "bob", "INSTANCE"]]
+    browser.get(live.base + "/ui/consumers")
+    browser.find_element(By.NAME, "project").send_keys("beta")
+    browser.find_element(By.NAME, "project").submit()
+    WebDriverWait(browser, 15).until(lambda d: "project=beta" in d.current_url)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#consumers tbody tr")
+    assert [_cells(r)[:3] for r in rows] == [[C3, "beta", "carol"]]
+    _shot(browser, shots, "consumers")
+
+
 def test_consumer_lookup(browser, live, shots):
     _login(browser, live.base)
     browser.get(live.base + "/ui/consumers")
-    box = browser.find_element(By.NAME, "uuid")
+    box = browser.find_element(By.NAME, "q")
     box.send_keys(C1)
     box.submit()
     _wait_for(browser, f"/ui/consumers/{C1}")
@@ -249,13 +294,55 @@ def test_explain_a_query(browser, live, shots):
         lambda d: d.find_elements(By.ID, "candidates"))
     assert browser.find_element(By.ID, "candidates").text == "1 candidate"
     # The funnel is drawn: one bar per step of the unnumbered group.
-    funnels = browser.find_elements(By.CSS_SELECTOR, "svg.funnel")
+    funnels = browser.find_elements(By.CSS_SELECTOR, "ol.funnel")
     assert len(funnels) == 2
-    assert len(funnels[0].find_elements(By.CSS_SELECTOR, "g.funnel-step")) == 2
+    assert len(funnels[0].find_elements(By.CSS_SELECTOR, "li.funnel-step svg.bar")) == 2
     seen = _visible(browser)
     assert f"{NUMA0}: VCPU: needs 12, free 4 of capacity 8 (used 4)" in seen
     assert "In the answer: 1 candidate from its tree." in seen
     _shot(browser, shots, "explain")
+
+
+def _funnel_labels(driver) -> list:
+    """Each funnel label: its visible text, whether its box holds all of
+    it, and whether it ends before its bar begins."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('.funnel-label')].map(l => {"
+        "  const bar = l.nextElementSibling.getBoundingClientRect();"
+        "  return [l.innerText.replace(/\\s+/g, ' ').trim(),"
+        "          l.scrollWidth <= l.clientWidth && l.scrollHeight <= l.clientHeight,"
+        "          l.getBoundingClientRect().right <= bar.left]; });")
+
+
+def test_explain_shows_every_label_whole_and_no_none(browser, live, shots):
+    _login(browser, live.base)
+    query = "resources=VCPU:80,MEMORY_MB:8192&required=HW_CPU_X86_SSE42"
+    browser.get(live.base + "/ui/explain")
+    browser.find_element(By.ID, "query").send_keys(query)
+    browser.find_element(By.ID, "query").submit()
+    WebDriverWait(browser, 15).until(lambda d: d.find_elements(By.ID, "candidates"))
+    steps = []
+    for table in browser.find_elements(By.CSS_SELECTOR, "table.steps"):
+        steps += [_cells(r) for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    labels = _funnel_labels(browser)
+    # Each bar's label is the step's whole name, as in its table, and all
+    # of it is in view: no box cuts it and it does not run into the bar.
+    assert [text for text, _whole, _clear in labels] == [f"{c[0]} {c[1]}" for c in steps]
+    assert "resources MEMORY_MB:8192" in [x[0] for x in labels]
+    assert "required HW_CPU_X86_SSE42" in [x[0] for x in labels]
+    assert all(whole and clear for _t, whole, clear in labels), labels
+    # Counts a step does not make are a dash, never Python's None.
+    search = {c[0]: c[2:] for c in steps if c[0] in ("offered", "limit")}
+    assert search == {"offered": ["—", "0 trees"],
+                      "limit": ["0 candidates", "0 candidates"]}
+    assert "None" not in _visible(browser)
+    # A narrow window wraps long names rather than cutting them.
+    browser.set_window_size(700, 900)
+    try:
+        assert all(whole and clear for _t, whole, clear in _funnel_labels(browser))
+    finally:
+        browser.set_window_size(1280, 900)
+    _shot(browser, shots, "explain-no-candidate")
 
 
 def test_a_caller_without_rights_sees_the_refusal(browser, live, shots):

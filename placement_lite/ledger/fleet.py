@@ -1,6 +1,7 @@
 """Read-only views of the whole ledger for operators: the fleet's capacity
-per resource class, pages of providers, a provider's surroundings, the
-consumers on a provider.
+per resource class, pages of providers, a provider's surroundings (its
+tree with each member's usage), the consumers on a provider, pages of the
+consumers a search matches.
 
 Every function answers one section of a page (or one metrics scrape) in
 one grouped query, whatever the number of providers: nothing here loops
@@ -113,15 +114,21 @@ class ProviderRow:
     generation: int
     root_uuid: str
     parent_uuid: Optional[str]
+    parent_name: Optional[str]
     # resource class -> (used, capacity), filled by a second query.
     usage: dict = field(default_factory=dict, compare=False)
+
+
+def _contains(text: str) -> str:
+    """A LIKE pattern matching `text` anywhere, its wildcards taken literally."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%") \
+        .replace("_", "\\_") + "%"
 
 
 def _search(query, search: Optional[str]):
     rp = t.resource_providers
     if search:
-        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%") \
-            .replace("_", "\\_") + "%"
+        pattern = _contains(search)
         query = query.where(or_(rp.c.name.like(pattern, escape="\\"),
                                 rp.c.uuid.like(pattern, escape="\\")))
     return query
@@ -140,17 +147,28 @@ def provider_page(conn: Connection, search: Optional[str] = None,
     root, parent = rp.alias("root"), rp.alias("parent")
     query = (select(rp.c.id, rp.c.uuid, rp.c.name, rp.c.generation,
                     root.c.uuid.label("root_uuid"),
-                    parent.c.uuid.label("parent_uuid"))
+                    parent.c.uuid.label("parent_uuid"),
+                    parent.c.name.label("parent_name"))
              .select_from(rp.join(root, root.c.id == rp.c.root_provider_id)
                           .outerjoin(parent, parent.c.id == rp.c.parent_provider_id))
              .order_by(rp.c.name).offset(offset).limit(limit))
     rows = [ProviderRow(r.id, r.uuid, r.name, r.generation, r.root_uuid,
-                        r.parent_uuid, {})
+                        r.parent_uuid, r.parent_name, {})
             for r in conn.execute(_search(query, search))]
     by_id = {r.id: r for r in rows}
     for (pid, cls), pair in inventory_usage(conn, by_id).items():
         by_id[pid].usage[cls] = pair
     return rows
+
+
+def _usage(conn: Connection, which) -> dict[tuple[int, str], tuple[int, float]]:
+    inv, rc = t.inventories, t.resource_classes
+    rows = conn.execute(
+        select(inv.c.resource_provider_id, rc.c.name, inv.c.used.label("used"),
+               _capacity(inv).label("cap"))
+        .join(rc, rc.c.id == inv.c.resource_class_id).where(which))
+    return {(r.resource_provider_id, r.name): (int(r.used or 0), _whole(r.cap))
+            for r in rows}
 
 
 def inventory_usage(conn: Connection, provider_ids: Iterable[int]
@@ -159,15 +177,19 @@ def inventory_usage(conn: Connection, provider_ids: Iterable[int]
     ids = sorted(set(provider_ids))
     if not ids:
         return {}
-    inv, rc = t.inventories, t.resource_classes
-    used = inv.c.used
-    rows = conn.execute(
-        select(inv.c.resource_provider_id, rc.c.name, used.label("used"),
-               _capacity(inv).label("cap"))
-        .join(rc, rc.c.id == inv.c.resource_class_id)
-        .where(inv.c.resource_provider_id.in_(ids)))
-    return {(r.resource_provider_id, r.name): (int(r.used or 0), _whole(r.cap))
-            for r in rows}
+    return _usage(conn, t.inventories.c.resource_provider_id.in_(ids))
+
+
+def tree_usage(conn: Connection, root_id: int) -> dict[int, dict[str, tuple]]:
+    """provider id -> class name -> (used, capacity), for every provider
+    of one tree: one query, whatever the tree's size."""
+    rp = t.resource_providers
+    members = select(rp.c.id).where(rp.c.root_provider_id == root_id)
+    out: dict[int, dict[str, tuple]] = {}
+    for (pid, cls), pair in _usage(
+            conn, t.inventories.c.resource_provider_id.in_(members)).items():
+        out.setdefault(pid, {})[cls] = pair
+    return out
 
 
 @dataclass(frozen=True)
@@ -339,3 +361,59 @@ def consumer_allocations(conn: Connection, consumer_id: int) -> list[AllocationR
                      .join(rc, rc.c.id == a.c.resource_class_id))
         .where(a.c.consumer_id == consumer_id).order_by(rp.c.name, rc.c.name))
     return [AllocationRow(r.uuid, r.name, r.rc, int(r.used)) for r in rows]
+
+
+@dataclass(frozen=True)
+class ConsumerSearch:
+    """What the console's consumer search matches, each part optional: a
+    piece of the uuid (any case, anywhere in it) and the exact project
+    and user ids."""
+    uuid_part: str = ""
+    project: str = ""
+    user: str = ""
+
+
+@dataclass(frozen=True)
+class ConsumerRow:
+    uuid: str
+    project: str
+    user: str
+    consumer_type: Optional[str]
+    generation: int
+
+
+def _consumers_matching(query, search: ConsumerSearch):
+    c = t.consumers
+    if search.uuid_part:
+        query = query.where(func.lower(c.c.uuid).like(
+            _contains(search.uuid_part.lower()), escape="\\"))
+    # By id through the owner's row: the consumers' (project, user, uuid)
+    # index answers a project's consumers in uuid order.
+    for part, table, column in ((search.project, t.projects, c.c.project_id),
+                                (search.user, t.users, c.c.user_id)):
+        if part:
+            query = query.where(column == select(table.c.id).where(
+                table.c.external_id == part).scalar_subquery())
+    return query
+
+
+def count_consumers(conn: Connection, search: ConsumerSearch) -> int:
+    query = select(func.count()).select_from(t.consumers)
+    return int(conn.scalar(_consumers_matching(query, search)))
+
+
+def consumer_page(conn: Connection, search: ConsumerSearch, offset: int = 0,
+                  limit: int = 50) -> list[ConsumerRow]:
+    """One page of the consumers `search` matches, by uuid: one query."""
+    c = t.consumers
+    query = (select(c.c.uuid, t.projects.c.external_id.label("project"),
+                    t.users.c.external_id.label("user"),
+                    t.consumer_types.c.name.label("ctype"), c.c.generation)
+             .select_from(
+                 c.join(t.projects, t.projects.c.id == c.c.project_id)
+                 .join(t.users, t.users.c.id == c.c.user_id)
+                 .outerjoin(t.consumer_types,
+                            t.consumer_types.c.id == c.c.consumer_type_id))
+             .order_by(c.c.uuid).offset(offset).limit(limit))
+    return [ConsumerRow(r.uuid, r.project, r.user, r.ctype, r.generation)
+            for r in conn.execute(_consumers_matching(query, search))]

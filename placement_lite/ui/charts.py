@@ -35,29 +35,42 @@ def usage_bar(used, capacity, width: int = 220, height: int = 14) -> Markup:
         "</svg>")
 
 
-def histogram(counts, labels, width: int = 320, height: int = 90,
+def histogram(counts, edges, titles, width: int = 340, height: int = 96,
               title: str = "") -> Markup:
-    """Vertical bars, one per bucket, each labelled with its count."""
+    """Vertical bars, one per bucket, each with its count above it.
+
+    `edges` (one more than the buckets) label the boundaries under the
+    bars, so each bar reads as the range between the labels at its sides;
+    `titles` say each bucket's range in words (the bar's tooltip)."""
     counts = list(counts)
     top = max(counts) if counts and max(counts) > 0 else 1
     n = max(len(counts), 1)
-    gap = 3
-    bar_w = (width - gap * (n - 1)) / n
-    plot_h = height - 28  # room for the count above and the label below
+    gap, margin = 3, 14  # the margins leave room for the outer edge labels
+    step = (width - 2 * margin + gap) / n
+    bar_w = step - gap
+    plot_h = height - 30  # room for the count above and the edge labels below
+    base = 14 + plot_h
     parts = [f'<svg class="histogram" width="{width}" height="{height}" role="img" '
              f'aria-label="{escape(title)}" viewBox="0 0 {width} {height}">',
              f"<title>{escape(title)}</title>"]
-    for i, (count, label) in enumerate(zip(counts, labels)):
-        x = round(i * (bar_w + gap), 1)
+    for i, (count, words) in enumerate(zip(counts, titles)):
+        x = round(margin + i * step, 1)
         h = round(plot_h * count / top, 1)
-        y = round(14 + plot_h - h, 1)
+        y = round(base - h, 1)
         parts.append(
-            f'<g class="bin"><title>{escape(label)}: {count} providers</title>'
+            f'<g class="bin"><title>{escape(words)}: {count} provider'
+            f'{"" if count == 1 else "s"}</title>'
             f'<rect class="hist-bar" x="{x}" y="{y}" width="{round(bar_w, 1)}" '
             f'height="{h}"/>'
             f'<text class="hist-count" x="{round(x + bar_w / 2, 1)}" y="{round(y - 3, 1)}" '
-            f'text-anchor="middle">{count}</text>'
-            f'<text class="hist-label" x="{round(x + bar_w / 2, 1)}" y="{height - 2}" '
-            f'text-anchor="middle">{escape(label)}</text></g>')
+            f'text-anchor="middle">{count}</text></g>')
+    for i, label in enumerate(edges):
+        # Between two bars an edge sits in the middle of their gap.
+        x = round(margin + i * step - (gap / 2 if 0 < i < n else 0)
+                  - (gap if i == n else 0), 1)
+        parts.append(
+            f'<line class="hist-tick" x1="{x}" y1="{base}" x2="{x}" y2="{base + 4}"/>'
+            f'<text class="hist-edge" x="{x}" y="{height - 2}" '
+            f'text-anchor="middle">{escape(label)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))

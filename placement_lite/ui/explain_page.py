@@ -19,37 +19,55 @@ from placement_lite.ui import pages
 RULE = "placement:explain:allocation_candidates"
 
 
-def funnel(steps: list, width: int = 360, row: int = 18) -> Markup:
-    """One bar per step, its length the trees left after it against the
-    most any step started from (providers where a step counts no trees)."""
-    def left(s):
-        return s["trees_after"] if s["trees_after"] is not None else s["providers_after"]
+def _unit(s: dict) -> str:
+    """What a step counts: trees where it counts trees; the limit step
+    counts candidates (in its provider fields); the others providers."""
+    if s["trees_before"] is not None or s["trees_after"] is not None:
+        return "tree"
+    return "candidate" if s["step"] == "limit" else "provider"
 
-    def start(s):
-        return s["trees_before"] if s["trees_before"] is not None else s["providers_before"]
 
-    top = max([start(s) or 0 for s in steps] + [left(s) or 0 for s in steps] + [1])
-    label_w = 150
-    bar_w = width - label_w - 60
-    height = row * len(steps) + 4
-    parts = [f'<svg class="bar funnel" width="{width}" height="{height}" role="img" '
-             f'aria-label="funnel of the steps" viewBox="0 0 {width} {height}">']
-    for i, s in enumerate(steps):
-        y = i * row + 2
-        after = left(s) or 0
-        filled = round(bar_w * after / top, 1)
+def _counted(s: dict) -> tuple:
+    if _unit(s) == "tree":
+        return s["trees_before"], s["trees_after"]
+    return s["providers_before"], s["providers_after"]
+
+
+def count_text(n, unit: str = "") -> str:
+    """A count as a person reads it ("1 tree", "3 trees"). A step that does
+    not count something (the search's offered step has no "before")
+    reports None: a dash."""
+    if n is None:
+        return "—"
+    return f"{n:,} {unit}{'' if n == 1 else 's'}" if unit else f"{n:,}"
+
+
+def step_counts(s: dict) -> tuple[str, str]:
+    """(before, after) in the step's own unit, for the search's table."""
+    unit = _unit(s)
+    return tuple(count_text(n, unit) for n in _counted(s))
+
+
+def funnel(steps: list, bar_w: int = 200, height: int = 14) -> Markup:
+    """One row per step: its whole name (an HTML label that wraps, so no
+    word of it is cut), a bar of what is left after it against the most
+    any step counted, and that count with its unit."""
+    top = max([n or 0 for s in steps for n in _counted(s)] + [1])
+    rows = []
+    for s in steps:
+        before, after = step_counts(s)
+        filled = round(bar_w * (_counted(s)[1] or 0) / top, 1)
         name = f"{s['step']} {s['detail']}"
-        short = name if len(name) <= 22 else name[:21] + "…"
-        parts.append(
-            f'<g class="funnel-step"><title>{escape(name)}: {start(s)} → {after}</title>'
-            f'<text x="0" y="{y + row - 6}">{escape(short)}</text>'
-            f'<rect class="bar-track" x="{label_w}" y="{y}" width="{bar_w}" '
-            f'height="{row - 4}" rx="2"/>'
-            f'<rect class="bar-used" x="{label_w}" y="{y}" width="{filled}" '
-            f'height="{row - 4}" rx="2"/>'
-            f'<text x="{label_w + bar_w + 6}" y="{y + row - 6}">{after}</text></g>')
-    parts.append("</svg>")
-    return Markup("".join(parts))
+        rows.append(
+            f'<li class="funnel-step"><span class="funnel-label">'
+            f'<strong>{escape(s["step"])}</strong> {escape(s["detail"])}</span>'
+            f'<svg class="bar" width="{bar_w}" height="{height}" role="img" '
+            f'aria-label="{escape(name)}: {escape(before)} → {escape(after)}" '
+            f'viewBox="0 0 {bar_w} {height}">'
+            f'<rect class="bar-track" x="0" y="0" width="{bar_w}" height="{height}" rx="2"/>'
+            f'<rect class="bar-used" x="0" y="0" width="{filled}" height="{height}" rx="2"/>'
+            f'</svg><span class="funnel-count">{escape(after)}</span></li>')
+    return Markup('<ol class="funnel">' + "".join(rows) + "</ol>")
 
 
 def parse_query(text: str) -> dict:
@@ -87,4 +105,5 @@ class ExplainPage(pages.Page):
                 error = str(exc)
         pages.render(resp, "explain.html", identity=identity, active=self.nav,
                      query=query, providers=" ".join(named), version=version_text,
-                     answer=answer, error=error, funnel=funnel)
+                     answer=answer, error=error, funnel=funnel,
+                     step_counts=step_counts, count_text=count_text)

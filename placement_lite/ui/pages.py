@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from typing import Optional
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, urlencode
 
 import falcon
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -21,6 +21,7 @@ from placement_lite import errors
 from placement_lite.api.auth import READS
 from placement_lite.api.paths import canonical_uuid
 from placement_lite.ledger import consumers, fleet, providers
+from placement_lite.ledger.capacity import MAX_AMOUNT
 from placement_lite.quota import enforce, overview
 from placement_lite.ui import charts, session
 
@@ -68,9 +69,25 @@ def _num(value) -> str:
     return f"{value:,.2f}"
 
 
-_ENV.filters["num"] = _num
+def _unit_bound(value) -> str:
+    """An inventory's max_unit: Placement's largest integer, its default,
+    means no bound but the inventory's own."""
+    return "no limit" if value is not None and value >= MAX_AMOUNT else _num(value)
 
-BUCKET_LABELS = [f"{k * 10}%" for k in range(fleet.BUCKETS)]
+
+_ENV.filters["num"] = _num
+_ENV.filters["unit_bound"] = _unit_bound
+
+# The histogram of free share: its bars' edges (0%, 10%, ... 100%) and
+# each bucket in words, as ledger/fleet.py fills it (the first bucket
+# holds providers without capacity too; the last includes 100%).
+_TENTH = 100 // fleet.BUCKETS
+BUCKET_EDGES = [f"{k * _TENTH}%" for k in range(fleet.BUCKETS + 1)]
+BUCKET_TITLES = (
+    [f"under {_TENTH}% free (or no capacity)"]
+    + [f"{k * _TENTH}% to under {(k + 1) * _TENTH}% free"
+       for k in range(1, fleet.BUCKETS - 1)]
+    + [f"{100 - _TENTH}% to 100% free"])
 
 
 def _headers(resp) -> None:
@@ -164,7 +181,7 @@ class Fleet(Page):
             count = fleet.count_providers(conn)
         render(resp, "fleet.html", identity=identity, active=self.nav,
                classes=classes, providers=count, aggregates=aggs, traits=traits,
-               bucket_labels=BUCKET_LABELS)
+               bucket_edges=BUCKET_EDGES, bucket_titles=BUCKET_TITLES)
 
 
 class SearchedList(Page):
@@ -209,6 +226,7 @@ class ProviderPage(Page):
                 return self.missing(resp, identity,
                                     f"No resource provider with uuid {uuid[:80]}.")
             nodes = fleet.tree(conn, provider.root_id)
+            usage = fleet.tree_usage(conn, provider.root_id)
             sharing = fleet.sharing_providers(conn, provider.root_id)
             invs = fleet.inventories(conn, provider.id)
             traits = fleet.traits(conn, provider.id)
@@ -218,8 +236,11 @@ class ProviderPage(Page):
         depth = {}
         for n in nodes:
             depth[n.id] = depth.get(n.parent_id, -1) + 1
+        # The root and the parent are members of the tree read above.
+        names = {n.uuid: n.name for n in nodes}
         render(resp, "provider.html", identity=identity, active=self.nav,
-               provider=provider, nodes=nodes, depth=depth, sharing=sharing,
+               provider=provider, nodes=nodes, depth=depth, usage=usage,
+               names=names, sharing=sharing,
                inventories=invs, traits=traits, aggregates=aggs, consumers=held,
                pager=_pager(req, page, PER_PAGE, total))
 
@@ -269,24 +290,45 @@ class ProjectPage(Page):
                pager=_pager(req, page, PER_PAGE, ledger.total if ledger else 0))
 
 
+class ConsumerList(Page):
+    """Consumers by a piece of their uuid, their project or their user:
+    a page of 50 at a time, counted and read by the database."""
+    rules = CONSUMER_RULES
+    nav = "Consumers"
+
+    def show(self, req, resp, identity):
+        def field(name, most):
+            return (req.get_param(name) or "").strip()[:most]
+        # `uuid` was the one field before the search had three.
+        part = field("q", 80) or field("uuid", 80)
+        search = fleet.ConsumerSearch(part, field("project", 255),
+                                      field("user", 255))
+        whole = canonical_uuid(part)
+        if whole and not (search.project or search.user):
+            raise falcon.HTTPSeeOther("/ui/consumers/" + whole)
+        page = _page(req)
+        with self.db.read() as conn:
+            total = fleet.count_consumers(conn, search)
+            rows = fleet.consumer_page(conn, search, (page - 1) * PER_PAGE, PER_PAGE)
+        render(resp, "consumers.html", identity=identity, active=self.nav,
+               search=search, searched=any((part, search.project, search.user)),
+               rows=rows, pager=_pager(req, page, PER_PAGE, total))
+
+
 class ConsumerPage(Page):
     rules = CONSUMER_RULES
     nav = "Consumers"
 
-    def show(self, req, resp, identity, consumer_uuid: Optional[str] = None):
-        wanted = consumer_uuid or (req.get_param("uuid") or "").strip()
-        if consumer_uuid is None and wanted:
-            raise falcon.HTTPSeeOther("/ui/consumers/" + quote(
-                (canonical_uuid(wanted) or wanted)[:80], safe=""))
-        found, allocs = None, []
-        if wanted:
-            with self.db.read() as conn:
-                found = consumers.get(conn, canonical_uuid(wanted) or wanted)
-                if found is not None:
-                    allocs = fleet.consumer_allocations(conn, found.id)
-        status = falcon.HTTP_404 if wanted and found is None else falcon.HTTP_200
-        render(resp, "consumer.html", status, identity=identity, active=self.nav,
-               wanted=wanted, consumer=found, allocations=allocs)
+    def show(self, req, resp, identity, consumer_uuid: str):
+        with self.db.read() as conn:
+            found = consumers.get(conn, canonical_uuid(consumer_uuid) or consumer_uuid)
+            allocs = ([] if found is None
+                      else fleet.consumer_allocations(conn, found.id))
+        if found is None:
+            return self.missing(resp, identity,
+                                f"No consumer with uuid {consumer_uuid[:80]}.")
+        render(resp, "consumer.html", identity=identity, active=self.nav,
+               consumer=found, allocations=allocs)
 
 
 class Login:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from placement_lite.ui.explain_page import ExplainPage
 from placement_lite.ui.pages import (
-    ConsumerPage, Fleet, Login, Logout, ProjectList, ProjectPage, ProviderList,
+    ConsumerList, ConsumerPage, Fleet, Login, Logout, ProjectList, ProjectPage, ProviderList,
     ProviderPage, Static)
 
 ROUTES = [
@@ -18,7 +18,7 @@ ROUTES = [
     ("/ui/providers/{uuid}", ProviderPage),
     ("/ui/projects", ProjectList),
     ("/ui/projects/{project_id}", ProjectPage),
-    ("/ui/consumers", ConsumerPage),
+    ("/ui/consumers", ConsumerList),
     ("/ui/consumers/{consumer_uuid}", ConsumerPage),
     ("/ui/login", Login),
     ("/ui/logout", Logout),
