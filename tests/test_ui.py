@@ -533,8 +533,14 @@ def test_every_page_answers_on_each_backend(backend):
         for path in ("/ui/", f"/ui/?aggregate={AGG}&trait=HW_CPU_X86_AVX2",
                      "/ui/providers", "/ui/providers?q=cn1", f"/ui/providers/{NUMA0}",
                      f"/ui/providers/{CN2}?page=1", "/ui/projects", "/ui/projects?q=ac",
-                     "/ui/projects/acme", f"/ui/consumers/{C2}"):
+                     "/ui/projects/acme", f"/ui/consumers/{C2}", "/ui/consumers"):
             assert page(client, path).status_code == 200, path
+        # The consumer search's LIKE (with its escapes) and owner lookups.
+        assert _consumer_uuids(page(client, f"/ui/consumers?q={C2[3:11].upper()}"
+                                            "&project=acme-dev&user=bob")) == [C2]
+        assert _consumer_uuids(page(client, "/ui/consumers?q=_%25")) == []
+        assert _tree_lines(page(client, f"/ui/providers/{NUMA0}"))[NUMA1] == \
+            "cn1-numa1 gen 1 VCPU 0/8"
         assert _fleet_rows(page(client, "/ui/"))["VCPU"] == {
             "providers": 3, "capacity": 40, "used": 16, "free": 24}
         r = page(client, "/ui/projects")
