@@ -65,6 +65,11 @@ BODIES: dict[tuple[str, str], Any] = {
     ("/v3/endpoints", "post"): limits.ENDPOINT_CREATE,
     ("/v3/endpoints/{endpoint_id}", "patch"): limits.ENDPOINT_UPDATE,
     ("/quota/check", "post"): limits.QUOTA_CHECK,
+    # As Blazar may send them (counts as digit strings too), which the
+    # service reads before validating with lease.CHECK_CREATE and the rest.
+    ("/v1/check-create", "post"): lease.SENT_CHECK_CREATE,
+    ("/v1/check-update", "post"): lease.SENT_CHECK_UPDATE,
+    ("/v1/on-end", "post"): lease.SENT_ON_END,
 }
 # (route template, method) -> the schema its query string is validated with.
 QUERIES: dict[tuple[str, str], Any] = {

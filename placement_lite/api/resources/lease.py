@@ -44,7 +44,7 @@ _VALIDATORS = {event: jsonschema.Draft7Validator(document)
 # Reading Blazar's bodies -------------------------------------------------------
 
 _COUNT_FIELDS = ("amount", "max", "min")
-_DIGITS = re.compile(r"\s*[0-9]+\s*")
+_DIGITS = re.compile(schema.COUNT_DIGITS["pattern"])
 _TYPE_WORDS = {"object": "an object", "array": "a list", "string": "a string",
                "integer": "a whole number", "number": "a number",
                "boolean": "true or false", "null": "null"}
@@ -60,7 +60,7 @@ def _counts_as_numbers(body: Any) -> None:
         reservations = raw.get("reservations") if isinstance(raw, dict) else None
         for r in reservations if isinstance(reservations, list) else ():
             for name in _COUNT_FIELDS if isinstance(r, dict) else ():
-                if isinstance(r.get(name), str) and _DIGITS.fullmatch(r[name]):
+                if isinstance(r.get(name), str) and _DIGITS.search(r[name]):
                     r[name] = int(r[name])
 
 
