@@ -31,7 +31,7 @@ import yaml
 
 from placement_lite.config_rules import (  # noqa: F401 - the choices, importable from here
     AUTH_MODES, LOG_FORMATS, LOG_LEVELS, POLICY_PROFILES, QUOTA_MODELS, TYPE_WORDS,
-    check_type, check_value, field_type)
+    check_type, check_value, coerce, field_type)
 
 ENV_PREFIX = "PLACEMENT_LITE_"
 
@@ -282,41 +282,6 @@ def _show(value: Any) -> str:
 _TYPES = typing.get_type_hints(Settings)
 
 
-def _coerce(name: str, raw: Any) -> Any:
-    """Turn a string from the environment or a file into the field's type."""
-    kind = field_type(_TYPES[name])
-    if raw is None or not isinstance(raw, str):
-        if kind is tuple and isinstance(raw, list):
-            return tuple(raw)
-        if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
-            return float(raw)
-        return raw
-    if kind is bool:
-        if raw.lower() in ("1", "true", "yes", "on"):
-            return True
-        if raw.lower() in ("0", "false", "no", "off", ""):
-            return False
-        raise ValueError(f"{name} must be true or false")
-    if kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            raise ValueError(f"{name} must be {TYPE_WORDS[kind]}") from None
-    if kind is tuple:
-        return tuple(p.strip() for p in raw.split(",") if p.strip())
-    if kind is Mapping:
-        try:
-            loaded = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            loaded = None
-        if not isinstance(loaded, Mapping) and loaded is not None:
-            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
-        if loaded is None and raw.strip():
-            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
-        return loaded or {}
-    return raw
-
-
 def _describe_raw(name: str, raw: Any, src: Source) -> str:
     if src.kind == "flag":
         return f"{src.where} {raw}"
@@ -398,7 +363,7 @@ def load_settings(cli: Optional[Mapping[str, Any]] = None,
 
     def take(name, raw, src):
         try:
-            values[name] = _coerce(name, raw)
+            values[name] = coerce(name, raw, _TYPES[name])
             sources[name] = dataclasses.replace(src, raw=raw)
         except ValueError as exc:
             problems.append(f"{_describe_raw(name, raw, src)}: {exc}")

@@ -9,6 +9,8 @@ import os
 import typing
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
+import yaml
+
 if TYPE_CHECKING:
     from placement_lite.config import Settings
 
@@ -55,6 +57,42 @@ def check_type(name: str, value: Any, hint: Any) -> Optional[str]:
     else:
         ok = isinstance(value, kind)
     return None if ok else f"{name} must be {TYPE_WORDS.get(kind, kind.__name__)}"
+
+
+def coerce(name: str, raw: Any, hint: Any) -> Any:
+    """Turn a string from the environment or a file into the type `hint`
+    the field `name` declares; ValueError says what it must be."""
+    kind = field_type(hint)
+    if raw is None or not isinstance(raw, str):
+        if kind is tuple and isinstance(raw, list):
+            return tuple(raw)
+        if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
+            return float(raw)
+        return raw
+    if kind is bool:
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"{name} must be true or false")
+    if kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            raise ValueError(f"{name} must be {TYPE_WORDS[kind]}") from None
+    if kind is tuple:
+        return tuple(p.strip() for p in raw.split(",") if p.strip())
+    if kind is Mapping:
+        try:
+            loaded = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            loaded = None
+        if not isinstance(loaded, Mapping) and loaded is not None:
+            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
+        if loaded is None and raw.strip():
+            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
+        return loaded or {}
+    return raw
 
 
 def _at_least(low: float) -> Callable[[Settings, str, Any], Optional[str]]:
