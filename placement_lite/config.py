@@ -30,8 +30,8 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from placement_lite.config_rules import (  # noqa: F401 - the choices, importable from here
-    AUTH_MODES, LOG_FORMATS, LOG_LEVELS, POLICY_PROFILES, QUOTA_MODELS, TYPE_WORDS,
-    check_type, check_value, coerce, field_type)
+    AUTH_MODES, LOG_FORMATS, LOG_LEVELS, POLICY_PROFILES, PROXY_HEADERS, QUOTA_MODELS,
+    TYPE_WORDS, check_type, check_value, coerce, field_type)
 
 ENV_PREFIX = "PLACEMENT_LITE_"
 
@@ -171,6 +171,17 @@ class Settings:
     db_retries: int = 10
     # Seconds a stopping worker waits for requests in flight.
     shutdown_timeout: float = 30.0
+    # serve (waitress), per worker: open client connections (idle and
+    # half-sent ones hold theirs), seconds before an idle one is closed,
+    # and connections the kernel queues while every slot is taken.
+    connection_limit: int = 2000
+    channel_timeout: int = 60
+    backlog: int = 2048
+    # serve: peers (addresses, networks) whose proxy headers are believed.
+    trusted_proxy: tuple = ()
+    trusted_proxy_headers: tuple = ("x-forwarded-proto",)
+    trusted_proxy_count: int = 1
+    clear_untrusted_proxy_headers: bool = True
     # keystonemiddleware auth_token options ([keystone_authtoken] names);
     # these win over the same names in keystone_config_file.
     keystone_authtoken: Mapping = field(default_factory=dict)

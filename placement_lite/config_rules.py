@@ -4,6 +4,7 @@ whatever the value came from; this module holds only the rules, so the
 list of them reads as one table."""
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import typing
@@ -23,6 +24,10 @@ LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 QUOTA_MODELS = ("flat", "strict_two_level")
 # The forms quota.usage counts a resource by.
 _USAGE_FORMS = ("class:", "consumers:", "lease:")
+# The proxy headers waitress can read (proxy_headers.py), by the names its
+# trusted_proxy_headers takes.
+PROXY_HEADERS = ("x-forwarded-proto", "x-forwarded-for", "x-forwarded-host",
+                 "x-forwarded-port", "x-forwarded-by", "forwarded")
 
 
 def field_type(hint: Any) -> Any:
@@ -193,6 +198,42 @@ def _hours(_s, name, value):
     return None if value is None or value > 0 else f"{name} must be greater than 0"
 
 
+def _proxy_addresses(_s, name, value):
+    for item in value:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            return (f"{name} must list IP addresses or networks, as the service "
+                    f"sees its proxies (e.g. 10.0.0.5, 10.0.0.0/24, ::1); "
+                    f"{item[:60]!r} is neither")
+    return None
+
+
+def _needs_proxy(s, name) -> Optional[str]:
+    # waitress refuses these without a trusted proxy too: alone they would
+    # look like they do something and do nothing.
+    if s.explicit(name) and not s.trusted_proxy:
+        return (f"{name} has no effect without trusted_proxy; give the "
+                "proxies' addresses in trusted_proxy")
+    return None
+
+
+def _proxy_headers(s, name, value):
+    unknown = [h for h in value if h.lower() not in PROXY_HEADERS]
+    if unknown or not value:
+        return (f"{name} must name one or more of {', '.join(PROXY_HEADERS)}"
+                + (f", not {unknown[0][:40]!r}" if unknown else ""))
+    lowered = {h.lower() for h in value}
+    if "forwarded" in lowered and len(lowered) > 1:
+        return (f"{name} must name either forwarded (RFC 7239) or "
+                "x-forwarded-* headers, not both (a proxy sends one kind)")
+    return _needs_proxy(s, name)
+
+
+def _proxy_count(s, name, value):
+    return _at_least(1)(s, name, value) or _needs_proxy(s, name)
+
+
 RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "host": _host,
     "port": _port,
@@ -222,6 +263,12 @@ RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "db_pool_size": _at_least(1),
     "db_retries": _at_least(0),
     "shutdown_timeout": _at_least(0),
+    "connection_limit": _at_least(1),
+    "channel_timeout": _at_least(1),
+    "backlog": _at_least(1),
+    "trusted_proxy": _proxy_addresses,
+    "trusted_proxy_headers": _proxy_headers,
+    "trusted_proxy_count": _proxy_count,
     "facts_check_seconds": _at_least(0),
     "noauth2_default_token": _non_empty,
 }
