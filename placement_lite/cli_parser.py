@@ -145,8 +145,6 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                        "keeps (and as many again in overflow)")
     serve.add_argument("--db-retries", help="times a write that lost a race in "
                        "the database (deadlock, lock timeout, busy) is run again")
-    serve.add_argument("--shutdown-timeout",
-                       help="seconds a stopping worker waits for requests in flight")
     serve.add_argument("--max-allocation-candidates", help="the most candidates "
                        "one request builds (-1: no bound, as in Placement)")
     serve.add_argument("--randomize-allocation-candidates",
@@ -164,6 +162,38 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                        action=argparse.BooleanOptionalAction, default=None,
                        help="a resource with no registered limit may not be "
                        "used at all (otherwise it is unlimited)")
+    _add_connection_options(serve)
+
+
+def _add_connection_options(serve: argparse.ArgumentParser) -> None:
+    """waitress' connection handling and the proxies it believes (serve
+    only: under another WSGI server these are that server's business)."""
+    serve.add_argument("--shutdown-timeout",
+                       help="seconds a stopping worker waits for requests in flight")
+    serve.add_argument("--connection-limit", metavar="N",
+                       help="client connections each worker holds open at once, "
+                       "idle keep-alives and half-sent requests included; beyond "
+                       "it new ones wait in the kernel's queue (--backlog)")
+    serve.add_argument("--channel-timeout", metavar="SECONDS",
+                       help="a connection with no request in progress is closed "
+                       "after this long without a byte from its client")
+    serve.add_argument("--backlog", metavar="N",
+                       help="connections the kernel queues while no worker can "
+                       "accept them (capped by net.core.somaxconn)")
+    serve.add_argument("--trusted-proxy", metavar="ADDRESS[,ADDRESS...]",
+                       help="reverse proxies (IP addresses or networks, as this "
+                       "service sees them) whose forwarding headers are believed")
+    serve.add_argument("--trusted-proxy-headers", metavar="HEADER[,HEADER...]",
+                       help="the headers a trusted proxy is believed on: "
+                       "forwarded, or any of x-forwarded-proto, x-forwarded-for, "
+                       "x-forwarded-host, x-forwarded-port, x-forwarded-by")
+    serve.add_argument("--trusted-proxy-count", metavar="N",
+                       help="trusted proxies in a chain: the last N hops of "
+                       "X-Forwarded-For or Forwarded are believed")
+    serve.add_argument("--clear-untrusted-proxy-headers",
+                       action=argparse.BooleanOptionalAction, default=None,
+                       help="remove forwarding headers that are not believed "
+                       "before the application sees them")
 
 
 def _add_db(sub: argparse._SubParsersAction) -> None:

@@ -30,8 +30,8 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from placement_lite.config_rules import (  # noqa: F401 - the choices, importable from here
-    AUTH_MODES, LOG_FORMATS, LOG_LEVELS, POLICY_PROFILES, QUOTA_MODELS, TYPE_WORDS,
-    check_type, check_value, field_type)
+    AUTH_MODES, LOG_FORMATS, LOG_LEVELS, POLICY_PROFILES, PROXY_HEADERS, QUOTA_MODELS,
+    TYPE_WORDS, check_type, check_value, coerce, field_type)
 
 ENV_PREFIX = "PLACEMENT_LITE_"
 
@@ -171,6 +171,17 @@ class Settings:
     db_retries: int = 10
     # Seconds a stopping worker waits for requests in flight.
     shutdown_timeout: float = 30.0
+    # serve (waitress), per worker: open client connections (idle and
+    # half-sent ones hold theirs), seconds before an idle one is closed,
+    # and connections the kernel queues while every slot is taken.
+    connection_limit: int = 2000
+    channel_timeout: int = 60
+    backlog: int = 2048
+    # serve: peers (addresses, networks) whose proxy headers are believed.
+    trusted_proxy: tuple = ()
+    trusted_proxy_headers: tuple = ("x-forwarded-proto",)
+    trusted_proxy_count: int = 1
+    clear_untrusted_proxy_headers: bool = True
     # keystonemiddleware auth_token options ([keystone_authtoken] names);
     # these win over the same names in keystone_config_file.
     keystone_authtoken: Mapping = field(default_factory=dict)
@@ -282,41 +293,6 @@ def _show(value: Any) -> str:
 _TYPES = typing.get_type_hints(Settings)
 
 
-def _coerce(name: str, raw: Any) -> Any:
-    """Turn a string from the environment or a file into the field's type."""
-    kind = field_type(_TYPES[name])
-    if raw is None or not isinstance(raw, str):
-        if kind is tuple and isinstance(raw, list):
-            return tuple(raw)
-        if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
-            return float(raw)
-        return raw
-    if kind is bool:
-        if raw.lower() in ("1", "true", "yes", "on"):
-            return True
-        if raw.lower() in ("0", "false", "no", "off", ""):
-            return False
-        raise ValueError(f"{name} must be true or false")
-    if kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            raise ValueError(f"{name} must be {TYPE_WORDS[kind]}") from None
-    if kind is tuple:
-        return tuple(p.strip() for p in raw.split(",") if p.strip())
-    if kind is Mapping:
-        try:
-            loaded = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            loaded = None
-        if not isinstance(loaded, Mapping) and loaded is not None:
-            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
-        if loaded is None and raw.strip():
-            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
-        return loaded or {}
-    return raw
-
-
 def _describe_raw(name: str, raw: Any, src: Source) -> str:
     if src.kind == "flag":
         return f"{src.where} {raw}"
@@ -398,7 +374,7 @@ def load_settings(cli: Optional[Mapping[str, Any]] = None,
 
     def take(name, raw, src):
         try:
-            values[name] = _coerce(name, raw)
+            values[name] = coerce(name, raw, _TYPES[name])
             sources[name] = dataclasses.replace(src, raw=raw)
         except ValueError as exc:
             problems.append(f"{_describe_raw(name, raw, src)}: {exc}")

@@ -4,10 +4,13 @@ whatever the value came from; this module holds only the rules, so the
 list of them reads as one table."""
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import typing
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+
+import yaml
 
 if TYPE_CHECKING:
     from placement_lite.config import Settings
@@ -21,6 +24,10 @@ LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 QUOTA_MODELS = ("flat", "strict_two_level")
 # The forms quota.usage counts a resource by.
 _USAGE_FORMS = ("class:", "consumers:", "lease:")
+# The proxy headers waitress can read (proxy_headers.py), by the names its
+# trusted_proxy_headers takes.
+PROXY_HEADERS = ("x-forwarded-proto", "x-forwarded-for", "x-forwarded-host",
+                 "x-forwarded-port", "x-forwarded-by", "forwarded")
 
 
 def field_type(hint: Any) -> Any:
@@ -55,6 +62,42 @@ def check_type(name: str, value: Any, hint: Any) -> Optional[str]:
     else:
         ok = isinstance(value, kind)
     return None if ok else f"{name} must be {TYPE_WORDS.get(kind, kind.__name__)}"
+
+
+def coerce(name: str, raw: Any, hint: Any) -> Any:
+    """Turn a string from the environment or a file into the type `hint`
+    the field `name` declares; ValueError says what it must be."""
+    kind = field_type(hint)
+    if raw is None or not isinstance(raw, str):
+        if kind is tuple and isinstance(raw, list):
+            return tuple(raw)
+        if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
+            return float(raw)
+        return raw
+    if kind is bool:
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"{name} must be true or false")
+    if kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            raise ValueError(f"{name} must be {TYPE_WORDS[kind]}") from None
+    if kind is tuple:
+        return tuple(p.strip() for p in raw.split(",") if p.strip())
+    if kind is Mapping:
+        try:
+            loaded = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            loaded = None
+        if not isinstance(loaded, Mapping) and loaded is not None:
+            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
+        if loaded is None and raw.strip():
+            raise ValueError(f"{name} must be a mapping, e.g. {{key: value}}")
+        return loaded or {}
+    return raw
 
 
 def _at_least(low: float) -> Callable[[Settings, str, Any], Optional[str]]:
@@ -155,6 +198,42 @@ def _hours(_s, name, value):
     return None if value is None or value > 0 else f"{name} must be greater than 0"
 
 
+def _proxy_addresses(_s, name, value):
+    for item in value:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            return (f"{name} must list IP addresses or networks, as the service "
+                    f"sees its proxies (e.g. 10.0.0.5, 10.0.0.0/24, ::1); "
+                    f"{item[:60]!r} is neither")
+    return None
+
+
+def _needs_proxy(s, name) -> Optional[str]:
+    # waitress refuses these without a trusted proxy too: alone they would
+    # look like they do something and do nothing.
+    if s.explicit(name) and not s.trusted_proxy:
+        return (f"{name} has no effect without trusted_proxy; give the "
+                "proxies' addresses in trusted_proxy")
+    return None
+
+
+def _proxy_headers(s, name, value):
+    unknown = [h for h in value if h.lower() not in PROXY_HEADERS]
+    if unknown or not value:
+        return (f"{name} must name one or more of {', '.join(PROXY_HEADERS)}"
+                + (f", not {unknown[0][:40]!r}" if unknown else ""))
+    lowered = {h.lower() for h in value}
+    if "forwarded" in lowered and len(lowered) > 1:
+        return (f"{name} must name either forwarded (RFC 7239) or "
+                "x-forwarded-* headers, not both (a proxy sends one kind)")
+    return _needs_proxy(s, name)
+
+
+def _proxy_count(s, name, value):
+    return _at_least(1)(s, name, value) or _needs_proxy(s, name)
+
+
 RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "host": _host,
     "port": _port,
@@ -184,6 +263,12 @@ RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "db_pool_size": _at_least(1),
     "db_retries": _at_least(0),
     "shutdown_timeout": _at_least(0),
+    "connection_limit": _at_least(1),
+    "channel_timeout": _at_least(1),
+    "backlog": _at_least(1),
+    "trusted_proxy": _proxy_addresses,
+    "trusted_proxy_headers": _proxy_headers,
+    "trusted_proxy_count": _proxy_count,
     "facts_check_seconds": _at_least(0),
     "noauth2_default_token": _non_empty,
 }

@@ -25,7 +25,7 @@ from placement_lite.db.engine import Database
 from placement_lite.ledger import standards
 from placement_lite.startup import (
     StartupError, check_database_directory, check_noauth2_address, database_error,
-    first_line, host_addresses, is_loopback, listen, open_socket)
+    first_line, host_addresses, is_loopback, listen, open_socket, raise_file_limit)
 from placement_lite.supervisor import Supervisor
 from placement_lite.worker import run_worker
 
@@ -131,6 +131,9 @@ def start(settings: Settings):
             "--workers 1", 2)
     check_database_directory(settings)
     check_keystone(settings)
+    few_files = raise_file_limit(settings)
+    if few_files:
+        LOG.warning("%s", few_files)
     check_noauth2_address(settings, host_addresses(settings))
     db = _open_database(settings)
     sock = None

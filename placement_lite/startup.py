@@ -156,6 +156,55 @@ def check_noauth2_address(settings: Settings, addresses: list[str]) -> None:
             "risk with --insecure-noauth2-on-open-address", 2)
 
 
+def _descriptors_beside_clients(settings: Settings) -> int:
+    # The database pool and its overflow, log and SQLite files, waitress'
+    # wake-up pipe, answers spilled to temporary files, the listener.
+    return 2 * settings.db_pool_size + 64
+
+
+def raise_file_limit(settings: Settings) -> Optional[str]:
+    """Raise this process's soft limit on open files (which forked workers
+    inherit) to its hard limit when connection_limit needs more than the
+    soft one allows (1024 is a common soft limit). Returns a warning for
+    the log when even the hard limit is too low."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: its limits are its own
+        return None
+    needed = settings.connection_limit + _descriptors_beside_clients(settings)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (needed if hard == resource.RLIM_INFINITY else hard, hard))
+    except (ValueError, OSError):
+        pass
+    slots = connection_slots(settings)
+    if slots >= settings.connection_limit:
+        return None
+    return (f"{settings.describe('connection_limit')} needs about {needed} open "
+            f"files per worker and this process may open "
+            f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]} (hard limit {hard}): "
+            f"each worker holds at most {slots} connections; raise the limit "
+            "(ulimit -n, systemd's LimitNOFILE=) or lower connection_limit")
+
+
+def connection_slots(settings: Settings) -> int:
+    """The client connections a worker may hold: connection_limit, or fewer
+    when the open-files limit would be reached first (accept() would then
+    fail on every turn of the loop instead of leaving clients queued)."""
+    try:
+        import resource
+    except ImportError:
+        return settings.connection_limit
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return settings.connection_limit
+    spare = soft - _descriptors_beside_clients(settings)
+    return max(1, min(settings.connection_limit, spare))
+
+
 def open_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
     """Bind and listen once, in the parent, so every worker shares it."""
     family, kind, proto, _name, addr = socket.getaddrinfo(
@@ -171,7 +220,7 @@ def open_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
 def listen(settings: Settings) -> socket.socket:
     import errno
     try:
-        return open_socket(settings.host, settings.port)
+        return open_socket(settings.host, settings.port, settings.backlog)
     except OSError as exc:
         where = f"{settings.host}:{settings.port}"
         if exc.errno == errno.EADDRINUSE:

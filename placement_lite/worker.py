@@ -13,6 +13,8 @@ from typing import Optional
 from placement_lite.app import build_wsgi
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database
+from placement_lite.forwarded import trusting
+from placement_lite.startup import connection_slots
 
 # Logged under the server's name, as before this lived apart from it:
 # operators' log filters name it.
@@ -39,7 +41,7 @@ def _drain(server, timeout: float) -> None:
             if (not channel.requests and channel.request is None
                     and not channel.total_outbufs_len):
                 channel.will_close = True
-        wasyncore.loop(timeout=0.05, map=server._map, count=1)
+        wasyncore.loop(timeout=0.05, map=server._map, count=1, use_poll=True)
     if server.active_channels:
         LOG.warning("%d connection(s) still open after %.0fs; closing them",
                     len(server.active_channels), timeout)
@@ -65,10 +67,65 @@ def _await_idle_threads(dispatcher, timeout: float = 2.0) -> None:
         time.sleep(0.001)
 
 
+def _create_server(settings: Settings, app, sock: socket.socket):
+    import waitress
+
+    return waitress.create_server(
+        app, sockets=[sock], threads=settings.threads, ident="placement-lite",
+        # Bodies a little over the API's limit still get the API's own 413
+        # (InputLimitsMiddleware); far larger ones are refused by waitress
+        # before they are buffered.
+        max_request_body_size=max(4 * settings.max_body_bytes, 8 * 1024 * 1024),
+        # waitress counts its listening socket and its wake-up pipe among
+        # the connections; the setting counts clients.
+        connection_limit=connection_slots(settings) + 2,
+        channel_timeout=settings.channel_timeout,
+        # How often idle connections are looked for: an idle one is closed
+        # after channel_timeout plus up to a quarter of it (1 to 10 s).
+        cleanup_interval=max(1, min(10, settings.channel_timeout // 4)),
+        backlog=settings.backlog,
+        # select() cannot watch a descriptor numbered 1024 or above, which
+        # a worker holding more than ~1000 connections has; poll() can.
+        asyncore_use_poll=True,
+        # Done by trusting(), for any number of proxies.
+        trusted_proxy=None, clear_untrusted_proxy_headers=False)
+
+
+def _guard_listener(server, stop: list) -> None:
+    """Accept in batches; and once the supervisor has shut the shared
+    listening socket down (stopping every worker), neither accept on it nor
+    close it from the loop: the drain owns it."""
+    accept = server.handle_accept
+
+    def handle_accept():
+        # Stopping: accept() would fail; what is queued is refused anyway.
+        if stop:
+            return
+        # waitress takes one connection per turn of its loop, and a turn
+        # looks at every open connection: a burst of 1,000 (clients coming
+        # back after a restart) took ~1 s to be taken in, during which the
+        # queue held everyone else. So take what is queued, up to the free
+        # slots, in one turn.
+        room = server.adj.connection_limit - len(server._map)
+        for _ in range(max(1, min(room, 128))):
+            held = len(server._map)
+            accept()
+            if len(server._map) == held:  # nothing queued, or refused
+                break
+
+    def handle_close():
+        # poll() reports the shut listener as hung up, and waitress' own
+        # handler would close it under the drain (and warn). Stop watching
+        # it; new connections are refused by the shutdown already.
+        server.accepting = False
+        server.del_channel()
+    server.handle_accept = handle_accept
+    server.handle_close = handle_close
+
+
 def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] = None,
                worker: Optional[int] = None, app=None) -> None:
     """Serve on `sock` until SIGTERM/SIGINT, then drain."""
-    import waitress
     from waitress import wasyncore
 
     app = app or build_wsgi(settings, db, worker=worker, warm=True)
@@ -76,12 +133,7 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
     # collector's full scans, which large answers (thousands of candidates)
     # would otherwise trigger over and over (~25% of their CPU).
     gc.freeze()
-    server = waitress.create_server(
-        app, sockets=[sock], threads=settings.threads, ident="placement-lite",
-        # Bodies a little over the API's limit still get the API's own 413
-        # (InputLimitsMiddleware); far larger ones are refused by waitress
-        # before they are buffered.
-        max_request_body_size=max(4 * settings.max_body_bytes, 8 * 1024 * 1024))
+    server = _create_server(settings, trusting(app, settings), sock)
     _await_idle_threads(server.task_dispatcher)
     stop: list[int] = []
 
@@ -93,16 +145,9 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    accept = server.handle_accept
-
-    def handle_accept():
-        # Stopping: the supervisor may have shut the shared listener down
-        # (accept() would fail); what is queued there is refused anyway.
-        if not stop:
-            accept()
-    server.handle_accept = handle_accept
+    _guard_listener(server, stop)
     while not stop:
         wasyncore.loop(timeout=server.adj.asyncore_loop_timeout,
-                       map=server._map, count=1)
+                       map=server._map, count=1, use_poll=True)
     LOG.info("stopping: finishing requests in flight")
     _drain(server, settings.shutdown_timeout)

@@ -17,7 +17,13 @@ _CHOICES = {"auth": ("keystone", "keystone"), "policy_profile": ("open", "open")
             "log_level": ("debug", "DEBUG"), "db": ("sqlite:///x.db", "sqlite:///x.db"),
             # Files must exist: this one does.
             "policy_file": (__file__, __file__),
-            "keystone_config_file": (__file__, __file__)}
+            "keystone_config_file": (__file__, __file__),
+            "trusted_proxy": ("10.0.0.5, 10.1.0.0/16", ("10.0.0.5", "10.1.0.0/16")),
+            "trusted_proxy_headers": ("x-forwarded-proto,X-Forwarded-For",
+                                      ("x-forwarded-proto", "X-Forwarded-For"))}
+# Settings that mean something only beside another: that one's variable.
+_COMPANIONS = {"trusted_proxy_headers": {ENV_PREFIX + "TRUSTED_PROXY": "10.0.0.5"},
+               "trusted_proxy_count": {ENV_PREFIX + "TRUSTED_PROXY": "10.0.0.5"}}
 
 
 def _serve_actions():
@@ -48,7 +54,8 @@ def test_every_serve_flag_is_a_setting():
 @pytest.mark.parametrize("name", sorted({a.dest for a in _serve_actions()}))
 def test_every_serve_flag_reads_its_environment_variable(name):
     raw, expected = _sample(name)
-    settings = load_settings({}, environ={ENV_PREFIX + name.upper(): raw})
+    settings = load_settings({}, environ={ENV_PREFIX + name.upper(): raw,
+                                          **_COMPANIONS.get(name, {})})
     assert getattr(settings, name) == expected
 
 
@@ -171,6 +178,23 @@ def test_default_database_lives_in_the_users_data_directory(tmp_path, monkeypatc
     ("noauth2_default_token", " ", "noauth2_default_token must not be empty"),
     ("threads", "eight", "threads must be a whole number"),
     ("metrics", "perhaps", "metrics must be true or false"),
+    ("connection_limit", "0", "connection_limit must be at least 1"),
+    ("channel_timeout", "0", "channel_timeout must be at least 1"),
+    ("channel_timeout", "2.5", "channel_timeout must be a whole number"),
+    ("backlog", "0", "backlog must be at least 1"),
+    ("trusted_proxy", "proxy.example.com",
+     "trusted_proxy must list IP addresses or networks, as the service sees its "
+     "proxies (e.g. 10.0.0.5, 10.0.0.0/24, ::1); 'proxy.example.com' is neither"),
+    ("trusted_proxy", "10.0.0.0/33", "'10.0.0.0/33' is neither"),
+    # Alone, these would look like they do something and do nothing.
+    ("trusted_proxy_headers", "forwarded",
+     "trusted_proxy_headers has no effect without trusted_proxy; give the "
+     "proxies' addresses in trusted_proxy"),
+    ("trusted_proxy_count", "2", "trusted_proxy_count has no effect without trusted_proxy"),
+    ("trusted_proxy_headers", "x-real-ip",
+     "trusted_proxy_headers must name one or more of x-forwarded-proto, "
+     "x-forwarded-for, x-forwarded-host, x-forwarded-port, x-forwarded-by, "
+     "forwarded, not 'x-real-ip'"),
 ])
 def test_every_bound_is_checked_and_names_its_source(tmp_path, name, raw, fragment):
     env_key = ENV_PREFIX + name.upper()
@@ -226,6 +250,22 @@ def test_usage_errors_are_one_line_not_the_whole_usage(capsys, argv, fragments):
     assert err.startswith("placement-lite"), err
     for fragment in fragments:
         assert fragment in err, err
+
+
+def test_proxy_headers_are_one_kind_and_mean_something_only_with_a_proxy():
+    with pytest.raises(ValueError, match=r"^trusted_proxy_headers=forwarded,"
+                       r"x-forwarded-for: trusted_proxy_headers must name either "
+                       r"forwarded \(RFC 7239\) or x-forwarded-\* headers, not both"):
+        Settings(trusted_proxy=("10.0.0.5",),
+                 trusted_proxy_headers=("forwarded", "x-forwarded-for"))
+    with pytest.raises(ValueError, match="trusted_proxy_count must be at least 1"):
+        Settings(trusted_proxy=("10.0.0.5",), trusted_proxy_count=0)
+    with pytest.raises(ValueError, match="must name one or more of"):
+        Settings(trusted_proxy=("10.0.0.5",), trusted_proxy_headers=())
+    # The defaults, and a header named in any case, are fine.
+    assert Settings().trusted_proxy_headers == ("x-forwarded-proto",)
+    assert Settings(trusted_proxy=("::1", "10.0.0.0/8"),
+                    trusted_proxy_headers=("Forwarded",)).trusted_proxy == ("::1", "10.0.0.0/8")
 
 
 def test_settings_built_in_code_are_checked_too():
@@ -350,6 +390,8 @@ def _expected_default(name: str) -> str:
         return "none"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
     return str(value)
 
 

@@ -177,6 +177,18 @@ def test_login_sets_an_httponly_strict_cookie_and_keeps_the_token_out_of_urls(wo
     assert re.search(rf"{COOKIE}=;|{COOKIE}=\"\";", out.headers["set-cookie"])
 
 
+def test_the_cookie_is_secure_by_the_servers_scheme_not_by_a_callers_header(world):
+    """A forwarding header is the WSGI server's to believe or remove (serve:
+    --trusted-proxy); one that reaches the app unvetted, as under a server
+    configured to pass them, is the caller's word and makes nothing Secure."""
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for header in ({"X-Forwarded-Proto": "https"}, {"Forwarded": "proto=https"}):
+        r = world.simulate_post("/ui/login", body="token=admin",
+                                headers={**form, **header})
+        assert r.status_code == 303
+        assert "Secure" not in r.headers["set-cookie"], header
+
+
 def test_a_bad_token_is_refused_on_the_form(world):
     r = world.simulate_post("/ui/login", body="token=a%20b%3Bc",
                             headers={"Content-Type": "application/x-www-form-urlencoded"})

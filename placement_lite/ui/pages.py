@@ -352,8 +352,12 @@ class Login:
                    error="Give a token: printable characters without spaces, "
                          "quotes, commas, semicolons or backslashes.")
             return
+        # The scheme the WSGI server settled on: behind a proxy it is the
+        # proxy's X-Forwarded-Proto/Forwarded only when the server believes
+        # that proxy (serve: --trusted-proxy); Falcon's forwarded_scheme
+        # would take the header from anyone.
         resp.set_cookie(session.COOKIE, token, path=session.PREFIX, http_only=True,
-                        same_site="Strict", secure=req.forwarded_scheme == "https")
+                        same_site="Strict", secure=req.scheme == "https")
         _see_other(resp, "/ui/")
 
 
