@@ -45,6 +45,8 @@ setup(
         "microversion-parse>=1.0",
         "PyYAML>=6.0",
         "Jinja2>=3.1",
+        # Reads OpenStack Placement's placement.conf as Placement does.
+        "oslo.config>=9",
     ],
     extras_require={
         "test": [
