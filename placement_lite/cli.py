@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from placement_lite import errors, logs
@@ -30,7 +31,12 @@ def main(argv=None) -> int:
             return 2
         cli["keystone_authtoken"] = {key.strip(): value for key, _, value in pairs}
     try:
-        settings = load_settings(cli, flags=flag_spellings(parser, args))
+        placement = None
+        if getattr(args, "wsgi", False):
+            from placement_lite.placement_conf import wsgi_sources
+            placement = wsgi_sources(os.environ)
+        settings = load_settings(cli, flags=flag_spellings(parser, args),
+                                 placement=placement)
     except (ValueError, OSError) as exc:
         print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -109,10 +109,15 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 def _add_config(sub: argparse._SubParsersAction) -> None:
     config = sub.add_parser("config", help="the settings as serve would read them")
     config_sub = config.add_subparsers(dest="config_command", required=True)
-    _serve_options(config_sub.add_parser(
+    show = config_sub.add_parser(
         "show", description=PRECEDENCE,
         help="print every setting's value and where it came from (given "
-        "serve's options), and what was read of Placement's configuration"))
+        "serve's options), and what was read of Placement's configuration")
+    show.add_argument("--wsgi", action="store_true",
+                      help="also find Placement's placement.conf as the WSGI "
+                      "entry point does ($OS_PLACEMENT_CONFIG_DIR, else "
+                      "/etc/placement/ and oslo.config's other default places)")
+    _serve_options(show)
 
 
 def _serve_options(serve: argparse.ArgumentParser) -> None:
@@ -283,7 +288,7 @@ def _add_quota(sub: argparse._SubParsersAction) -> None:
 # Parser destinations that are not settings.
 NOT_SETTINGS = ("command", "db_command", "quota_command", "config_command",
                 "set_enforce", "set_model", "from_url", "dry_run", "force",
-                "report_format")
+                "report_format", "wsgi")
 
 
 def flag_spellings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:

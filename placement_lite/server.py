@@ -84,6 +84,9 @@ def check_keystone(settings: Settings) -> None:
         keystone.require()
     except ImportError as exc:
         raise _keystone_missing(settings, exc) from None
+    problem = keystone.memcache_problem(settings)
+    if problem:
+        raise StartupError(problem, 2)
 
 
 def _build_app(settings: Settings, db: Database, warm: bool = False):

@@ -81,7 +81,10 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
         # Bodies a little over the API's limit still get the API's own 413
         # (InputLimitsMiddleware); far larger ones are refused by waitress
         # before they are buffered.
-        max_request_body_size=max(4 * settings.max_body_bytes, 8 * 1024 * 1024))
+        max_request_body_size=max(4 * settings.max_body_bytes, 8 * 1024 * 1024),
+        # Waitress drops Forwarded / X-Forwarded-* unless told they are
+        # trusted; with proxy_headers, the app reads them (api/proxy_headers.py).
+        clear_untrusted_proxy_headers=not settings.proxy_headers)
     _await_idle_threads(server.task_dispatcher)
     stop: list[int] = []
 

@@ -28,6 +28,32 @@ def require() -> None:
     import oslo_config.cfg  # noqa: F401
 
 
+def memcache_problem(settings) -> str | None:
+    """Why auth_token's token cache would fail, or None: memcached servers
+    are configured (kolla and OpenStack-Ansible always set them) but
+    python-memcached, which the cache imports, is not installed. auth_token
+    itself would find out only at the first request with a token."""
+    from keystonemiddleware import opts
+
+    options = _options(settings)
+    conf = options["oslo_config_config"]
+    for group, listed in opts.list_auth_token_opts():
+        conf.register_opts(listed, group=group)
+    servers = (options.get("memcached_servers") or options.get("memcache_servers")
+               or conf.keystone_authtoken.memcached_servers)
+    if not servers:
+        return None
+    try:
+        import memcache  # noqa: F401
+    except ImportError:
+        shown = servers if isinstance(servers, str) else ",".join(servers)
+        return (f"[keystone_authtoken] memcached_servers = {shown}: keystonemiddleware's "
+                "token cache needs python-memcached, which is not installed; install "
+                "it (pip install 'placement-lite[keystone]' has it), or remove "
+                "memcached_servers to cache tokens in each process")
+    return None
+
+
 def _options(settings) -> dict[str, Any]:
     """auth_token's configuration: an oslo.config object over Placement's
     files (its [keystone_authtoken] as Placement hands it over) and then
