@@ -52,9 +52,9 @@ class Reader:
 
     def _raw(self, group: str, entry) -> tuple[Any, str]:
         """(the value as written, where) of the last place that sets it."""
-        for key, var in self.from_env.items():
-            if key == (group, entry.opt.dest):
-                return self.environ[var], var
+        var = self.from_env.get((group, entry.opt.dest))
+        if var:
+            return self.environ[var], var
         names = [(group, entry.opt.dest)] + [
             (old.group or group, old.name or entry.opt.dest)
             for old in entry.opt.deprecated_opts]
