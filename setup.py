@@ -45,6 +45,8 @@ setup(
         "microversion-parse>=1.0",
         "PyYAML>=6.0",
         "Jinja2>=3.1",
+        # Reads OpenStack Placement's placement.conf as Placement does.
+        "oslo.config>=9",
     ],
     extras_require={
         "test": [
@@ -61,6 +63,7 @@ setup(
             "blazar>=13.0",
             # --auth keystone is tested against a fake Keystone.
             "keystonemiddleware>=10.0",
+            "python-memcached>=1.59",
             # Generated requests against the served OpenAPI document.
             "schemathesis>=4.0",
             # The served document is checked as OpenAPI 3.1 (tests/test_openapi.py),
@@ -93,7 +96,10 @@ setup(
         # A faster JSON encoder for large answers (api/render.py).
         "fast": ["orjson>=3.8"],
         "postgresql": ["psycopg[binary]>=3.1"],
-        "keystone": ["keystonemiddleware>=10.0"],
+        # keystonemiddleware's token cache imports python-memcached when
+        # [keystone_authtoken] memcached_servers is set, as kolla and
+        # OpenStack-Ansible always set it.
+        "keystone": ["keystonemiddleware>=10.0", "python-memcached>=1.59"],
     },
     entry_points={
         "console_scripts": ["placement-lite = placement_lite.cli:main"],

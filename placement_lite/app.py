@@ -27,7 +27,7 @@ from placement_lite.api.resources import (
 from placement_lite.api.services import Services
 from placement_lite.candidates.facts_cache import FactsCache
 from placement_lite.config import Settings
-from placement_lite.db.engine import Database
+from placement_lite.db.engine import Database, from_settings
 from placement_lite.quota import enforce
 
 LOG = logging.getLogger(__name__)
@@ -148,8 +148,7 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     """The API. With `warm` (a serving process), the copy of the providers'
     facts is read at once in the background, not by the first candidates
     request (a whole read takes seconds at 100,000 providers)."""
-    db = db or Database(settings.db, pool_size=settings.db_pool_size,
-                        retries=settings.db_retries)
+    db = db or from_settings(settings)
     policy = Policy.from_settings(settings.policy_profile, settings.policy_file)
     # One quota enforcer for the process: every claim check, quota check
     # and lease budget decides through it.
@@ -212,19 +211,23 @@ def create_app(settings: Settings, db: Optional[Database] = None,
 
 def build_wsgi(settings: Settings, db: Optional[Database] = None,
                worker: Optional[int] = None, warm: bool = False):
-    """The app, wrapped for the configured auth mode (keystone's auth_token);
+    """The app, wrapped for the configured auth mode (keystone's auth_token)
+    and, outermost, for proxy headers when they are on;
     `warm`: it serves in this process (see create_app)."""
     app = create_app(settings, db, worker=worker, warm=warm)
-    if settings.auth != "keystone":
-        return app
-    from placement_lite.api import keystone
-    before_auth = None
-    if settings.ui:
-        # The console's cookie reaches auth_token as a token (/ui only).
-        # Wired here, where api/ and ui/ meet: api/ never imports ui/.
-        from placement_lite.ui.session import CookieToken
-        before_auth = CookieToken
-    return keystone.wrap(app, settings, before_auth=before_auth)
+    if settings.auth == "keystone":
+        from placement_lite.api import keystone
+        before_auth = None
+        if settings.ui:
+            # The console's cookie reaches auth_token as a token (/ui only).
+            # Wired here, where api/ and ui/ meet: api/ never imports ui/.
+            from placement_lite.ui.session import CookieToken
+            before_auth = CookieToken
+        app = keystone.wrap(app, settings, before_auth=before_auth)
+    if settings.proxy_headers:
+        from placement_lite.api.proxy_headers import ProxyHeaders
+        app = ProxyHeaders(app)
+    return app
 
 
 def _read_facts(services: Services) -> None:

@@ -1,12 +1,14 @@
-"""The `placement-lite` command: serve, db upgrade, db version, report."""
+"""The `placement-lite` command: serve, db, report, explain, quota, config."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from placement_lite import errors, logs
 from placement_lite.cli_parser import NOT_SETTINGS, flag_spellings, parser as _parser
 from placement_lite.config import load_settings
+from placement_lite.startup import log_start_notes
 
 # Named, not __name__: run as `python -m placement_lite.cli` that is "__main__".
 LOG = logging.getLogger("placement_lite.cli")
@@ -29,13 +31,21 @@ def main(argv=None) -> int:
             return 2
         cli["keystone_authtoken"] = {key.strip(): value for key, _, value in pairs}
     try:
-        settings = load_settings(cli, flags=flag_spellings(parser, args.command))
+        placement = None
+        if getattr(args, "wsgi", False):
+            from placement_lite.placement_conf import wsgi_sources
+            placement = wsgi_sources(os.environ)
+        settings = load_settings(cli, flags=flag_spellings(parser, args),
+                                 placement=placement)
     except (ValueError, OSError) as exc:
         print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
         return 2
+    if args.command == "config":
+        from placement_lite import config_show
+        sys.stdout.write(config_show.render(settings))
+        return 0
     logs.configure(settings.log_format, settings.log_level)
-    for note in settings.deprecations():
-        LOG.warning("%s", note)
+    log_start_notes(settings, LOG)
     from placement_lite.server import StartupError
     try:
         if args.command == "serve":
@@ -93,7 +103,7 @@ def _db(settings, args) -> int:
         else:
             current = migrate.current_version(database.engine)
             print(f"{current or 'none'} (head {migrate.head_version()})")
-    except (SQLAlchemyError, OSError) as exc:
+    except (SQLAlchemyError, OSError, migrate.ForeignSchema) as exc:
         raise _database_error(settings, exc) from None
     finally:
         database.dispose()
@@ -114,7 +124,7 @@ def _db_import(settings, args) -> int:
             try:
                 migrate.upgrade(database.engine)
                 standards.sync(database)
-            except (SQLAlchemyError, OSError) as exc:
+            except (SQLAlchemyError, OSError, migrate.ForeignSchema) as exc:
                 raise _database_error(settings, exc) from None
         try:
             report = importer.run(args.from_url, database, dry_run=args.dry_run,

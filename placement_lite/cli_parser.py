@@ -53,15 +53,32 @@ def parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_explain(sub)
     _add_quota(sub)
+    _add_config(sub)
     _document_settings(parser)
     return parser
+
+
+# serve --help and config show --help say it; README.md and
+# docs/operations.md say it at length.
+PRECEDENCE = (
+    "Each setting is taken from the first of: its flag; its PLACEMENT_LITE_* "
+    "variable; our YAML settings file; Placement's own configuration (the "
+    "placement.conf files --config-file and --config-dir name, with its "
+    "OS_<GROUP>__<OPTION> variables over them); its default. `placement-lite "
+    "config show`, given the same options, prints each value and where it came from.")
 
 
 def _database_options(p: argparse.ArgumentParser) -> None:
     """Options of every command that opens the database; `explain` is
     only an HTTP client and has none."""
-    p.add_argument("--config-file", help="YAML settings file (keys are setting "
-                   "names, e.g. `port: 8778`)")
+    p.add_argument("--config-file", action="append", metavar="FILE",
+                   help="our YAML settings file (keys are setting names, e.g. "
+                   "`port: 8778`), or OpenStack Placement's placement.conf, read "
+                   "with oslo.config (a file whose first line is a [section]); "
+                   "repeatable, later placement.conf files win")
+    p.add_argument("--config-dir", action="append", metavar="DIR",
+                   help="read every *.conf in DIR, in name order, as Placement's "
+                   "configuration, after the --config-file ones (repeatable)")
     p.add_argument("--db", help="SQLAlchemy database URL: sqlite:////PATH, "
                    "mysql+pymysql://USER:PASSWORD@HOST/DB, postgresql://...")
 
@@ -71,7 +88,7 @@ def _document_settings(p: argparse.ArgumentParser) -> None:
     in this parser and those of its subcommands, taken from the Settings
     dataclass and the config module's naming rule, so that --help cannot
     drift from what is read."""
-    settings = {*Settings.field_names(), "config_file"}
+    settings = {*Settings.field_names(), "config_file", "config_dir"}
     for action in p._actions:
         if isinstance(action, argparse._SubParsersAction):
             for subparser in action.choices.values():
@@ -85,10 +102,28 @@ def _document_settings(p: argparse.ArgumentParser) -> None:
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:
+    _serve_options(sub.add_parser("serve", help="run the API service",
+                                  description=PRECEDENCE))
+
+
+def _add_config(sub: argparse._SubParsersAction) -> None:
+    config = sub.add_parser("config", help="the settings as serve would read them")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    show = config_sub.add_parser(
+        "show", description=PRECEDENCE,
+        help="print every setting's value and where it came from (given "
+        "serve's options), and what was read of Placement's configuration")
+    show.add_argument("--wsgi", action="store_true",
+                      help="also find Placement's placement.conf as the WSGI "
+                      "entry point does ($OS_PLACEMENT_CONFIG_DIR, else "
+                      "/etc/placement/ and oslo.config's other default places)")
+    _serve_options(show)
+
+
+def _serve_options(serve: argparse.ArgumentParser) -> None:
     # No type= on these: values stay strings for the settings' own rules to
     # convert and check, so a flag is refused in the words the environment
     # and the file are ("--port abc: port must be a whole number").
-    serve = sub.add_parser("serve", help="run the API service")
     _database_options(serve)
     serve.add_argument("--host", help="the address to listen on: an IP "
                        "address of this machine or a name that resolves to one")
@@ -117,6 +152,11 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                        help="allow cross-origin requests from ORIGIN (repeatable)")
     serve.add_argument("--cors-allow-headers", metavar="H,...",
                        help="request headers a cross-origin caller may send")
+    serve.add_argument("--proxy-headers", action=argparse.BooleanOptionalAction,
+                       default=None,
+                       help="behind a proxy: take the scheme, host and path prefix "
+                       "callers used from Forwarded / X-Forwarded-* headers (only "
+                       "behind a proxy that sets them)")
     serve.add_argument("--log-format", choices=["text", "json"],
                        help="one line per request, as text or as JSON")
     serve.add_argument("--log-level", help="CRITICAL, ERROR, WARNING, INFO or "
@@ -128,6 +168,12 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--noauth2-default-token", metavar="USER[:PROJECT]",
                        help="noauth2: the token assumed when a request has none "
                        "(local testing only)")
+    _serve_tuning_options(serve)
+
+
+def _serve_tuning_options(serve: argparse.ArgumentParser) -> None:
+    """serve's options of what is served, its bounds, the database pool
+    and quota."""
     serve.add_argument("--metrics", action=argparse.BooleanOptionalAction,
                        default=None,
                        help="serve Prometheus metrics at /metrics (unauthenticated)")
@@ -143,6 +189,13 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                        "parameters is refused with 400")
     serve.add_argument("--db-pool-size", help="database connections each worker "
                        "keeps (and as many again in overflow)")
+    serve.add_argument("--db-max-overflow", help="connections each worker may "
+                       "open past its pool when it is busy (-1: no bound; default: "
+                       "as many as the pool)")
+    serve.add_argument("--db-pool-timeout", help="seconds a request waits for a "
+                       "database connection when the pool is exhausted")
+    serve.add_argument("--db-recycle-seconds", help="a pooled connection older "
+                       "than this is replaced (-1: never)")
     serve.add_argument("--db-retries", help="times a write that lost a race in "
                        "the database (deadlock, lock timeout, busy) is run again")
     serve.add_argument("--max-allocation-candidates", help="the most candidates "
@@ -263,16 +316,23 @@ def _add_quota(sub: argparse._SubParsersAction) -> None:
 
 
 # Parser destinations that are not settings.
-NOT_SETTINGS = ("command", "db_command", "quota_command", "set_enforce", "set_model",
-                 "from_url", "dry_run", "force", "report_format")
+NOT_SETTINGS = ("command", "db_command", "quota_command", "config_command",
+                "set_enforce", "set_model", "from_url", "dry_run", "force",
+                "report_format", "wsgi")
 
 
-def flag_spellings(parser: argparse.ArgumentParser, command: str) -> dict:
-    """Setting name -> the option that sets it, for messages."""
-    sub = next(a for a in parser._actions
-               if isinstance(a, argparse._SubParsersAction))
+def flag_spellings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
+    """Setting name -> the option that sets it, for messages (in the
+    parser of the subcommand `args` chose)."""
+    chosen = parser
+    while True:
+        sub = next((a for a in chosen._actions
+                    if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None:
+            break
+        chosen = sub.choices[getattr(args, sub.dest)]
     found = {}
-    for action in sub.choices[command]._actions:
+    for action in chosen._actions:
         longs = [o for o in action.option_strings if o.startswith("--")]
         if longs:
             found[action.dest] = longs[0]

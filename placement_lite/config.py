@@ -20,7 +20,6 @@ rules themselves, one per setting, are config_rules.py's.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import typing
 from dataclasses import dataclass, field
@@ -30,15 +29,15 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from placement_lite.config_rules import (  # noqa: F401 - the choices, importable from here
-    AUTH_MODES, LOG_FORMATS, LOG_LEVELS, POLICY_PROFILES, PROXY_HEADERS, QUOTA_MODELS,
-    TYPE_WORDS, check_type, check_value, coerce, field_type)
+    AUTH_MODES, CORS_ALLOW_METHODS, CORS_EXPOSE_HEADERS, LOG_FORMATS, LOG_LEVELS,
+    POLICY_PROFILES, PROXY_HEADERS, QUOTA_MODELS, TYPE_WORDS, check_type, check_value,
+    coerce, field_type)
+from placement_lite.config_sources import (  # noqa: F401 - importable from here
+    ENV_PREFIX, NOT_SETTINGS_ENVIRONMENT, env_name, is_ini, nearest, read_yaml,
+    unknown_variables)
 
-ENV_PREFIX = "PLACEMENT_LITE_"
-
-
-def env_name(name: str) -> str:
-    """The environment variable of the setting `name`."""
-    return ENV_PREFIX + name.upper()
+# A placement.conf's option left at Placement's default (placement_conf.py).
+PLACEMENT_DEFAULT = "Placement's default"
 
 
 def flag_name(name: str) -> str:
@@ -54,31 +53,6 @@ RENAMED = {
     # out, and PLACEMENT_LITE_METRICS=true was silently ignored.
     "metrics_enabled": "metrics",
 }
-
-# PLACEMENT_LITE_* variables that are no setting: the test suite's, CI's
-# and the benchmark's knobs, set in the very environments the service is
-# started from. The service ignores these names; any other unknown
-# PLACEMENT_LITE_* variable is refused, as an unknown key in the file is.
-# (tests/test_config.py checks that every such name the repository uses is
-# listed here.)
-NOT_SETTINGS_ENVIRONMENT = frozenset({
-    "PLACEMENT_LITE_TEST_DB_URLS",          # tests/backends.py: servers to test on
-    "PLACEMENT_LITE_CONFORMANCE",           # tests/conformance: run the gabbits
-    "PLACEMENT_LITE_CONFORMANCE_CACHE",
-    "PLACEMENT_LITE_CONFORMANCE_REPORT",
-    "PLACEMENT_LITE_CONFORMANCE_JOBS",
-    "PLACEMENT_LITE_DIFF_SEED",             # tests/test_facts_differential.py
-    "PLACEMENT_LITE_DIFF_ROUNDS",
-    "PLACEMENT_LITE_DIFF_READS",
-    "PLACEMENT_LITE_DIFF_ALL",
-    "PLACEMENT_LITE_SAMENESS_SEED",         # tests/test_sameness.py
-    "PLACEMENT_LITE_FUZZ_EXAMPLES",         # tests/test_fuzz.py
-    "PLACEMENT_LITE_FUZZ_SECONDS",
-    "PLACEMENT_LITE_UI_SCREENSHOTS",        # tests/test_ui_browser.py
-    "PLACEMENT_LITE_UI_README_SHOT",
-    # The benchmark's statement counter, read by db/engine.py itself.
-    "PLACEMENT_LITE_COUNT_STATEMENTS",
-})
 
 
 class SettingsError(ValueError):
@@ -100,13 +74,16 @@ def default_db_url() -> str:
 @dataclass(frozen=True)
 class Source:
     """Where a value came from: "flag" (spelled `where`), "environment"
-    (variable `where`) or "file" (path `where`)."""
+    (variable `where`), "file" (our YAML at path `where`) or "deployment"
+    (Placement's `option`, "[group] name", in the placement.conf or the
+    OS_* variable `where`, or PLACEMENT_DEFAULT)."""
     kind: str
     where: str
     # The value as written there (before conversion), for messages.
     raw: Any = dataclasses.field(default=None, compare=False)
     # The old name it was given by (a key of RENAMED), if it was.
     alias: Optional[str] = None
+    option: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +101,13 @@ class Settings:
     policy_file: Optional[str] = None
     cors_allowed_origin: tuple = ()
     cors_allow_headers: tuple = ()
+    cors_expose_headers: tuple = CORS_EXPOSE_HEADERS
+    cors_allow_methods: tuple = CORS_ALLOW_METHODS
+    cors_allow_credentials: bool = True
+    cors_max_age: int = 3600
+    # Behind a proxy: the scheme, host and path prefix the caller used, from
+    # Forwarded / X-Forwarded-* headers (Location headers are built on them).
+    proxy_headers: bool = False
     log_format: str = "text"  # text | json
     log_level: str = "INFO"
     # Prometheus text at /metrics (named metrics_enabled before: RENAMED).
@@ -138,6 +122,9 @@ class Settings:
     # Bounds the combinations the candidate engine will build per request.
     max_allocation_candidates: int = 1000
     randomize_allocation_candidates: bool = False
+    # The owner of a consumer created by a write that names none (< 1.8).
+    incomplete_consumer_project_id: str = "00000000-0000-0000-0000-000000000000"
+    incomplete_consumer_user_id: str = "00000000-0000-0000-0000-000000000000"
     # Candidates read providers' trees, inventories, traits and
     # aggregates from each process's copy (kept fresh through the facts
     # log: candidates/snapshot.py) and only `used` from the database.
@@ -168,6 +155,12 @@ class Settings:
     lease_max_amount: Mapping = field(default_factory=dict)
     lease_token: Optional[str] = None
     db_pool_size: int = 10
+    # Connections opened past the pool when it is busy (None: as many as
+    # db_pool_size; -1: no bound), seconds to wait for one, and the age
+    # in seconds at which one is replaced (-1: never).
+    db_max_overflow: Optional[int] = None
+    db_pool_timeout: float = 30.0
+    db_recycle_seconds: int = 3600
     db_retries: int = 10
     # Seconds a stopping worker waits for requests in flight.
     shutdown_timeout: float = 30.0
@@ -188,9 +181,11 @@ class Settings:
     # noauth2 only: the token assumed when a request sends none. Off unless
     # set; meant for clients that cannot send a token without keystone.
     noauth2_default_token: Optional[str] = None
-    # Where each value given by the operator came from (field -> Source);
-    # not a setting itself.
+    # Where each value given by the operator came from (field -> Source),
+    # and what was read of Placement's configuration
+    # (placement_conf.Deployment); neither is a setting itself.
     sources: Mapping = field(default_factory=dict, compare=False, repr=False)
+    deployment: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         problems = []
@@ -207,7 +202,8 @@ class Settings:
 
     @classmethod
     def field_names(cls):
-        return [f.name for f in dataclasses.fields(cls) if f.name != "sources"]
+        return [f.name for f in dataclasses.fields(cls)
+                if f.name not in ("sources", "deployment")]
 
     def source(self, name: str) -> Optional[Source]:
         return self.sources.get(name)
@@ -228,9 +224,19 @@ class Settings:
                 return f"{src.where} {shown}"
             # --no-x for a false value of a --x/--no-x pair.
             return src.where if getattr(self, name) else "--no-" + src.where[2:]
-        if src.kind == "environment":
+        if src.kind == "environment" or (src.kind == "deployment"
+                                          and src.where.startswith("OS_")):
             return f"{src.where}={shown} (environment)"
+        if src.where == PLACEMENT_DEFAULT:
+            return f"{src.option} = {shown} (Placement's default, a placement.conf being read)"
+        if src.kind == "deployment":
+            return f"{src.option} = {shown} (in {src.where})"
         return f"{src.alias or name}: {shown} (in {src.where})"
+
+    def shown(self, name: str) -> str:
+        """The value as a person reads it (a database password hidden)."""
+        value = getattr(self, name)
+        return _hide_password(value) if name == "db" else _show(value)
 
     def deprecations(self) -> list[str]:
         """A line for each setting given by an old name, for the log."""
@@ -259,8 +265,9 @@ def _default(name: str) -> Any:
 
 def default_text(name: str) -> str:
     """The setting's default as an operator would write it (`none` when
-    unset), for help texts; `config_file` is no field but has a variable."""
-    value = None if name == "config_file" else _default(name)
+    unset), for help texts; `config_file` and `config_dir` are no fields
+    but have variables."""
+    value = None if name in ("config_file", "config_dir") else _default(name)
     if value is None or (isinstance(value, (tuple, Mapping)) and not value):
         return "none"
     if isinstance(value, bool):
@@ -296,74 +303,80 @@ _TYPES = typing.get_type_hints(Settings)
 def _describe_raw(name: str, raw: Any, src: Source) -> str:
     if src.kind == "flag":
         return f"{src.where} {raw}"
-    if src.kind == "environment":
+    if src.kind == "environment" or (src.kind == "deployment"
+                                      and src.where.startswith("OS_")):
         return f"{src.where}={raw} (environment)"
+    if src.kind == "deployment":
+        return f"{src.option} = {raw} ({src.where})"
     return f"{src.alias or name}: {raw} (in {src.where})"
 
 
-def _nearest(name: str, candidates) -> Optional[str]:
-    found = difflib.get_close_matches(name, sorted(candidates), n=1)
-    return found[0] if found else None
+def _config_sources(cli: dict, environ: Mapping[str, str], flags: Mapping[str, str],
+                    config_file: Optional[str]) -> tuple:
+    """(our YAML file and how it was given, or None; Placement's files;
+    Placement's directories), from --config-file (each file either our YAML
+    or a placement.conf, told apart by its first line), --config-dir and
+    their variables; both are taken out of `cli`."""
+    given = cli.pop("config_file", None)
+    dirs = cli.pop("config_dir", None)
+    named = []
+    if config_file:
+        named = [(config_file, "--config-file")]
+    elif given:
+        flag = flags.get("config_file", "--config-file")
+        named = [(path, flag) for path in ([given] if isinstance(given, str) else given)]
+    elif environ.get(env_name("config_file")):
+        named = [(environ[env_name("config_file")], None)]
+    yaml_files, ini_files = [], []
+    for path, flag in named:
+        how = (f"{flag} {path}" if flag
+               else f"{env_name('config_file')}={path} (environment)")
+        (ini_files if is_ini(path) else yaml_files).append((path, how))
+    if len(yaml_files) > 1:
+        raise SettingsError(
+            f"{yaml_files[0][1]} and {yaml_files[1][1]}: one YAML settings file "
+            "at most (each --config-file is either that or a placement.conf)")
+    if dirs:
+        flag = flags.get("config_dir", "--config-dir")
+        ini_dirs = [(d, f"{flag} {d}") for d in ([dirs] if isinstance(dirs, str) else dirs)]
+    elif environ.get(env_name("config_dir")):
+        d = environ[env_name("config_dir")]
+        ini_dirs = [(d, f"{env_name('config_dir')}={d} (environment)")]
+    else:
+        ini_dirs = []
+    return (yaml_files[0] if yaml_files else None), ini_files, ini_dirs
 
 
-def _unknown_variables(environ: Mapping[str, str], names) -> list[str]:
-    """A refusal for each PLACEMENT_LITE_* variable that is no setting."""
-    known = ({env_name(n) for n in [*names, "config_file", *RENAMED]}
-             | NOT_SETTINGS_ENVIRONMENT)
-    # Matched without the prefix every name shares, which would make any
-    # two names look alike: the settings first, then the tools' variables
-    # (a misspelt test variable was meant for the tests).
-    tiers = [{n.upper(): env_name(n) for n in [*names, "config_file"]},
-             {v[len(ENV_PREFIX):]: v for v in NOT_SETTINGS_ENVIRONMENT}]
-    problems = []
-    for key in sorted(k for k in environ if k.startswith(ENV_PREFIX)):
-        if key in known:
-            continue
-        hint = "`placement-lite serve --help` lists each setting's variable"
-        for tier in tiers:
-            nearest = _nearest(key[len(ENV_PREFIX):], tier)
-            if nearest:
-                hint = f"did you mean {tier[nearest]}?"
-                break
-        problems.append(f"{key} (environment): no such setting; {hint}")
-    return problems
-
-
-def _read_file(path: str, src: Source) -> dict:
-    given = (f"{src.where} {path}" if src.kind == "flag"
-             else f"{src.where}={path} (environment)")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except FileNotFoundError:
-        raise SettingsError(f"{given}: no such file; give the path of a YAML "
-                            "settings file") from None
-    except OSError as exc:
-        raise SettingsError(f"{given}: cannot read it ({exc.strerror}); "
-                            "fix its permissions") from None
-    except UnicodeDecodeError:
-        raise SettingsError(f"{given}: not UTF-8 text; save the file as UTF-8") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise SettingsError(f"{given}: not valid YAML{where} ({problem}); "
-                            "fix the file (keys are setting names, "
-                            "e.g. `port: 8778`)") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise SettingsError(f"{given}: the file must hold a mapping of setting "
-                            "names to values (e.g. `port: 8778`)")
-    return data
+def _yaml_values(path: str, how: str, names: list, take) -> None:
+    data = read_yaml(path, how)
+    unknown = sorted(set(map(str, data)) - set(names) - set(RENAMED))
+    if unknown:
+        described = []
+        for key in unknown:
+            near = nearest(key, names)
+            described.append(f"{key} (did you mean {near}?)" if near else key)
+        raise SettingsError(
+            f"unknown settings in {path}: {', '.join(described)}; "
+            "keys are setting names such as port, db, threads")
+    for key, raw in data.items():
+        name = RENAMED.get(key, key)
+        if key != name and name in data:
+            continue  # the new name wins
+        take(name, raw, Source("file", path, alias=key if key != name else None))
 
 
 def load_settings(cli: Optional[Mapping[str, Any]] = None,
                   environ: Optional[Mapping[str, str]] = None,
                   config_file: Optional[str] = None,
-                  flags: Optional[Mapping[str, str]] = None) -> Settings:
+                  flags: Optional[Mapping[str, str]] = None,
+                  placement: Optional[tuple] = None) -> Settings:
     """Settings from flags (`cli`, by field name; `flags` maps a field to
-    the option that set it, for messages), the environment and the file."""
+    the option that set it, for messages), the environment, our YAML file
+    and Placement's configuration: the placement.conf files --config-file
+    and --config-dir name, with `placement` ([(file, how)], [(dir, how)])
+    found by the caller before them (the WSGI entry point's search)."""
+    from placement_lite import placement_conf
+
     environ = os.environ if environ is None else environ
     flags = dict(flags or {})
     cli = {k: v for k, v in (cli or {}).items() if v is not None}
@@ -375,38 +388,20 @@ def load_settings(cli: Optional[Mapping[str, Any]] = None,
     def take(name, raw, src):
         try:
             values[name] = coerce(name, raw, _TYPES[name])
-            sources[name] = dataclasses.replace(src, raw=raw)
+            sources[name] = src if src.raw is not None else dataclasses.replace(src, raw=raw)
         except ValueError as exc:
             problems.append(f"{_describe_raw(name, raw, src)}: {exc}")
 
-    file_src = None
-    if config_file:
-        file_src = Source("flag", "--config-file")
-    elif cli.get("config_file"):
-        config_file = cli["config_file"]
-        file_src = Source("flag", flags.get("config_file", "--config-file"))
-    elif environ.get(env_name("config_file")):
-        config_file = environ[env_name("config_file")]
-        file_src = Source("environment", env_name("config_file"))
-    cli.pop("config_file", None)
-    if config_file:
-        data = _read_file(config_file, file_src)
-        unknown = sorted(set(map(str, data)) - set(names) - set(RENAMED))
-        if unknown:
-            described = []
-            for key in unknown:
-                nearest = _nearest(key, names)
-                described.append(f"{key} (did you mean {nearest}?)" if nearest else key)
-            raise SettingsError(
-                f"unknown settings in {config_file}: {', '.join(described)}; "
-                "keys are setting names such as port, db, threads")
-        for key, raw in data.items():
-            name = RENAMED.get(key, key)
-            if key != name and name in data:
-                continue  # the new name wins
-            take(name, raw, Source("file", config_file,
-                                   alias=key if key != name else None))
-    problems += _unknown_variables(environ, names)
+    yaml_file, ini_files, ini_dirs = _config_sources(cli, environ, flags, config_file)
+    found_files, found_dirs = placement or ([], [])
+    given, deployment = placement_conf.read(
+        [*found_files, *ini_files], [*found_dirs, *ini_dirs], environ)
+    for item in given:
+        take(item.setting, item.value, Source("deployment", item.where, raw=item.raw,
+                                              option=item.option))
+    if yaml_file:
+        _yaml_values(*yaml_file, names, take)
+    problems += unknown_variables(environ, names, ["config_file", "config_dir", *RENAMED])
     for old, name in RENAMED.items():
         if env_name(old) in environ and env_name(name) not in environ:
             take(name, environ[env_name(old)],
@@ -421,4 +416,9 @@ def load_settings(cli: Optional[Mapping[str, Any]] = None,
             take(name, value, Source("flag", flag))
     if problems:
         raise SettingsError("; ".join(problems))
-    return Settings(**values, sources=sources)
+    if deployment.files and "db" not in sources:
+        raise SettingsError(
+            f"[placement_database] connection is not set in {', '.join(deployment.files)}; "
+            "Placement needs it and so does placement-lite: set it there, as "
+            "OS_PLACEMENT_DATABASE__CONNECTION, or give --db")
+    return Settings(**values, sources=sources, deployment=deployment)

@@ -22,6 +22,14 @@ LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 # The names quota.models.MODELS registers (a test keeps the two equal; this
 # module stays below the quota package).
 QUOTA_MODELS = ("flat", "strict_two_level")
+# The CORS defaults of our own flags: what a browser client of this API
+# needs (placement_conf_table.py has Placement's, for a placement.conf).
+CORS_EXPOSE_HEADERS = ("openstack-api-version", "x-openstack-request-id",
+                       "openstack-request-id", "location", "vary")
+CORS_ALLOW_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+_HTTP_METHODS = CORS_ALLOW_METHODS + ("TRACE", "CONNECT")
+# Placement keeps a consumer's project and user external ids in 255 characters.
+_EXTERNAL_ID_LENGTH = 255
 # The forms quota.usage counts a resource by.
 _USAGE_FORMS = ("class:", "consumers:", "lease:")
 # The proxy headers waitress can read (proxy_headers.py), by the names its
@@ -194,6 +202,29 @@ def _amounts(_s, name, value):
     return None
 
 
+def _or_minus_one(low: int, meaning: str):
+    def check(_s, name, value):
+        if value is None or value >= low or value == -1:
+            return None
+        return f"{name} must be at least {low}, or -1 for {meaning}"
+    return check
+
+
+def _methods(_s, name, value):
+    unknown = [m for m in value if m.upper() not in _HTTP_METHODS]
+    if unknown:
+        return f"{name}: {unknown[0]} is no HTTP method"
+    return None
+
+
+def _external_id(_s, name, value):
+    if not value.strip():
+        return f"{name} must not be empty"
+    if len(value) > _EXTERNAL_ID_LENGTH:
+        return f"{name} must be at most {_EXTERNAL_ID_LENGTH} characters"
+    return None
+
+
 def _hours(_s, name, value):
     return None if value is None or value > 0 else f"{name} must be greater than 0"
 
@@ -245,6 +276,11 @@ RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "policy_file": _readable_file,
     "cors_allowed_origin": _non_empty_items,
     "cors_allow_headers": _non_empty_items,
+    "cors_expose_headers": _non_empty_items,
+    "cors_allow_methods": _methods,
+    "cors_max_age": _at_least(0),
+    "incomplete_consumer_project_id": _external_id,
+    "incomplete_consumer_user_id": _external_id,
     "log_format": _one_of(LOG_FORMATS),
     "log_level": _log_level,
     "max_body_bytes": _positive,
@@ -261,6 +297,9 @@ RULES: dict[str, Callable[[Settings, str, Any], Optional[str]]] = {
     "lease_max_amount": _amounts,
     "lease_token": _non_empty,
     "db_pool_size": _at_least(1),
+    "db_max_overflow": _or_minus_one(0, "no bound"),
+    "db_pool_timeout": _positive,
+    "db_recycle_seconds": _or_minus_one(1, "never"),
     "db_retries": _at_least(0),
     "shutdown_timeout": _at_least(0),
     "connection_limit": _at_least(1),

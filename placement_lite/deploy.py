@@ -3,10 +3,16 @@ servers other than our own (placement_lite.wsgi holds the `application`
 they load).
 
 Settings come from the same sources as `placement-lite serve`, less the
-flags a WSGI server cannot pass: the environment (PLACEMENT_LITE_*) and the
-YAML file PLACEMENT_LITE_CONFIG_FILE names. Settings that belong to our own
-server (host, port, workers, threads, shutdown_timeout) are the WSGI
-server's business and are ignored here.
+flags a WSGI server cannot pass: the environment (PLACEMENT_LITE_*), the
+YAML file PLACEMENT_LITE_CONFIG_FILE names, and Placement's own
+configuration, found as Placement's WSGI application finds it:
+$OS_PLACEMENT_CONFIG_DIR/placement.conf, or else oslo.config's default
+places for `placement` (/etc/placement/placement.conf among them), with the
+OS_<GROUP>__<OPTION> variables over it. So a container or web server set
+up for Placement's `placement.wsgi.api:application` serves placement-lite
+with `placement_lite.wsgi:application` and nothing else changed. Settings
+that belong to our own server (host, port, workers, threads,
+shutdown_timeout) are the WSGI server's business and are ignored here.
 
 Building does what `serve` does before it listens: create or upgrade the
 schema under the database's lock (so several processes starting together
@@ -20,10 +26,10 @@ import logging
 import os
 from typing import Mapping, Optional
 
-from placement_lite import logs
+from placement_lite import logs, placement_conf
 from placement_lite.config import Settings, load_settings
 from placement_lite.startup import (
-    StartupError, check_database_directory, database_error)
+    StartupError, check_database_directory, database_error, log_start_notes)
 
 LOG = logging.getLogger(__name__)
 
@@ -52,23 +58,24 @@ def create_application(environ: Optional[Mapping[str, str]] = None,
     from sqlalchemy.exc import SQLAlchemyError
 
     from placement_lite import server
+    from placement_lite.db import migrate
 
     environ = os.environ if environ is None else environ
     try:
-        settings = load_settings({}, environ=environ)
+        settings = load_settings({}, environ=environ,
+                                 placement=placement_conf.wsgi_sources(environ))
     except (ValueError, OSError) as exc:
         raise StartupError(str(exc), 2) from None
     if configure_logging:
         logs.configure(settings.log_format, settings.log_level)
-    for note in settings.deprecations():
-        LOG.warning("%s", note)
+    log_start_notes(settings, LOG)
     try:
         _check_auth(settings)
         check_database_directory(settings)
         server.check_keystone(settings)
         try:
             db = server.prepare_database(settings)
-        except (SQLAlchemyError, ImportError, OSError) as exc:
+        except (SQLAlchemyError, ImportError, OSError, migrate.ForeignSchema) as exc:
             LOG.debug("database start-up failed", exc_info=True)
             raise database_error(settings, exc) from None
         try:

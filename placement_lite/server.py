@@ -21,7 +21,7 @@ import sys
 from placement_lite.app import build_wsgi
 from placement_lite.config import Settings
 from placement_lite.db import migrate
-from placement_lite.db.engine import Database
+from placement_lite.db.engine import Database, from_settings
 from placement_lite.ledger import standards
 from placement_lite.startup import (
     StartupError, check_database_directory, check_noauth2_address, database_error,
@@ -41,8 +41,7 @@ __all__ = ["StartupError", "Supervisor", "build_wsgi", "open_socket",
 
 def prepare_database(settings: Settings) -> Database:
     """Create or upgrade the schema and sync the standard names."""
-    db = Database(settings.db, pool_size=settings.db_pool_size,
-                  retries=settings.db_retries)
+    db = from_settings(settings)
     migrate.upgrade(db.engine)
     standards.sync(db)
     return db
@@ -65,7 +64,7 @@ def _open_database(settings: Settings) -> Database:
     from sqlalchemy.exc import SQLAlchemyError
     try:
         return prepare_database(settings)
-    except (SQLAlchemyError, ImportError, OSError) as exc:
+    except (SQLAlchemyError, ImportError, OSError, migrate.ForeignSchema) as exc:
         LOG.debug("database start-up failed", exc_info=True)
         raise database_error(settings, exc) from None
 
@@ -85,6 +84,9 @@ def check_keystone(settings: Settings) -> None:
         keystone.require()
     except ImportError as exc:
         raise _keystone_missing(settings, exc) from None
+    problem = keystone.memcache_problem(settings)
+    if problem:
+        raise StartupError(problem, 2)
 
 
 def _build_app(settings: Settings, db: Database, warm: bool = False):

@@ -22,6 +22,22 @@ class StartupError(Exception):
         self.status = status
 
 
+def log_start_notes(settings: Settings, log) -> None:
+    """The settings' deprecations, and what start-up has to say about
+    Placement's configuration (each option accepted without effect, or
+    not supported, in a line of its own), on the logger `log`."""
+    for note in settings.deprecations():
+        log.warning("%s", note)
+    deployment = settings.deployment
+    if deployment is None:
+        return
+    if deployment.files:
+        log.info("read Placement's configuration from %s; `placement-lite config "
+                 "show` says where each setting came from", ", ".join(deployment.files))
+    for level, text in deployment.notes:
+        log.log(level, "%s", text)
+
+
 def first_line(exc: BaseException, limit: int = 200) -> str:
     orig = getattr(exc, "orig", None) or exc
     args = getattr(orig, "args", ())
@@ -43,9 +59,18 @@ def database_error(settings: Settings, exc: BaseException) -> StartupError:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
+    from placement_lite.db.migrate import ForeignSchema
+
     given = settings.describe("db")
     url = make_url(settings.db)
     backend = url.get_backend_name()
+    if isinstance(exc, ForeignSchema):
+        return StartupError(
+            f"{given}: this database holds another schema (alembic revision "
+            f"{exc.revision}), most likely OpenStack Placement's own; placement-lite "
+            "keeps its own schema: copy Placement's database into a new one with "
+            "`placement-lite db import --from URL --db NEW_URL` and name the new "
+            "one here", 2)
     if isinstance(exc, NoSuchModuleError):
         return StartupError(
             f"{given}: no database backend named {url.drivername!r}; use "

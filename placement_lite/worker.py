@@ -133,7 +133,12 @@ def run_worker(settings: Settings, sock: socket.socket, db: Optional[Database] =
     # collector's full scans, which large answers (thousands of candidates)
     # would otherwise trigger over and over (~25% of their CPU).
     gc.freeze()
-    server = _create_server(settings, trusting(app, settings), sock)
+    # proxy_headers (Placement's enable_proxy_headers_parsing) believes
+    # every peer's forwarding headers, as Placement does: they reach the
+    # app (api/proxy_headers.py) untouched. Otherwise only the trusted
+    # proxies' are believed (forwarded.py).
+    served = app if settings.proxy_headers else trusting(app, settings)
+    server = _create_server(settings, served, sock)
     _await_idle_threads(server.task_dispatcher)
     stop: list[int] = []
 

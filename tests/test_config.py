@@ -31,7 +31,7 @@ def _serve_actions():
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     serve = sub.choices["serve"]
     return [a for a in serve._actions
-            if a.dest not in ("help", "config_file") and a.option_strings]
+            if a.dest not in ("help", "config_file", "config_dir") and a.option_strings]
 
 
 def _sample(name):
@@ -39,10 +39,11 @@ def _sample(name):
         return _CHOICES[name]
     if name == "keystone_authtoken":
         return "{auth_url: 'http://k'}", {"auth_url": "http://k"}
-    default = Settings()
-    value = getattr(default, name)
-    kind = type(value) if value is not None else str
-    return _SAMPLES[bool if kind is bool else kind]
+    import typing
+
+    from placement_lite.config_rules import field_type
+    kind = field_type(typing.get_type_hints(Settings)[name])
+    return _SAMPLES[kind]
 
 
 def test_every_serve_flag_is_a_setting():
@@ -385,7 +386,7 @@ def _help_entries(text: str) -> dict:
 
 
 def _expected_default(name: str) -> str:
-    value = None if name == "config_file" else getattr(Settings(), name)
+    value = None if name in ("config_file", "config_dir") else getattr(Settings(), name)
     if value is None or value in ((), {}):
         return "none"
     if isinstance(value, bool):

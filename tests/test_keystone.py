@@ -269,3 +269,77 @@ def test_a_limits_route_missing_a_piece_fails_when_its_class_is_made():
         class Row(Member):
             key = "row"
             get_row = shape = staticmethod(lambda *a: {})
+
+
+# -- [keystone_authtoken] from Placement's own placement.conf (issue 27) ------
+
+def _placement_conf(ks, tmp_path, extra: str = "") -> str:
+    """A placement.conf as a deployment tool writes it for Placement, its
+    [keystone_authtoken] aimed at the fake Keystone."""
+    conf = tmp_path / "etc" / "placement.conf"
+    conf.parent.mkdir(exist_ok=True)
+    conf.write_text(
+        "[api]\nauth_strategy = keystone\n"
+        f"[placement_database]\nconnection = sqlite:///{tmp_path / 'from-conf.sqlite'}\n"
+        "[oslo_policy]\nenforce_new_defaults = false\n"
+        "[keystone_authtoken]\nservice_type = placement\n"
+        f"www_authenticate_uri = {ks.url}/v3\nauth_type = admin_token\n"
+        f"endpoint = {ks.url}/v3\ntoken = {SERVICE_TOKEN}\nregion_name = RegionOne\n"
+        "service_token_roles_required = true\ntoken_cache_time = 123\n"
+        "http_connect_timeout = 7\n" + extra, encoding="utf-8")
+    return str(conf)
+
+
+def test_the_placement_conf_section_reaches_auth_token_as_it_is(db, fake_keystone,
+                                                               tmp_path):
+    from placement_lite.config import load_settings
+
+    conf = _placement_conf(fake_keystone, tmp_path)
+    settings = load_settings({"config_file": [conf], "db": db.url}, environ={
+        "OS_KEYSTONE_AUTHTOKEN__HTTP_CONNECT_TIMEOUT": "9"})
+    assert settings.auth == "keystone"  # [api] auth_strategy
+    app = build_wsgi(settings, db)
+    # auth_token's own look-up answers with the file's values, typed, and
+    # the environment form over them.
+    seen = app.protocol._conf
+    assert seen.get("token_cache_time") == 123
+    assert seen.get("service_token_roles_required") is True
+    assert seen.get("region_name") == "RegionOne"
+    assert seen.get("http_connect_timeout") == 9
+    client = falcon.testing.TestClient(app)
+    valid = fake_keystone.issue("p1", ["admin"])
+    assert client.simulate_get("/resource_providers",
+                               headers={"X-Auth-Token": valid}).status_code == 200
+    refused = client.simulate_get("/resource_providers", headers={"X-Auth-Token": "forged"})
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == f'Keystone uri="{fake_keystone.url}/v3"'
+
+
+def test_our_own_keystone_options_win_over_the_placement_conf(db, fake_keystone, tmp_path):
+    from placement_lite.config import load_settings
+
+    settings = load_settings(
+        {"config_file": [_placement_conf(fake_keystone, tmp_path)], "db": db.url},
+        environ={"OS_KEYSTONE_AUTHTOKEN__WWW_AUTHENTICATE_URI": "https://env.example/v3",
+                 "PLACEMENT_LITE_KEYSTONE_AUTHTOKEN": "{token_cache_time: '5'}"})
+    app = build_wsgi(settings, db)
+    assert app.protocol._conf.get("token_cache_time") == 5
+    result = falcon.testing.TestClient(app).simulate_get("/resource_providers")
+    assert result.headers["www-authenticate"] == 'Keystone uri="https://env.example/v3"'
+
+
+def test_served_from_a_placement_conf_with_keystone(fake_keystone, tmp_path):
+    """`serve --config-file placement.conf` and nothing else: Keystone
+    auth, the database and the policy defaults all come from the file."""
+    from tests.servers import serve
+
+    valid = fake_keystone.issue("p1", ["admin"])
+    conf = _placement_conf(fake_keystone, tmp_path)
+    with serve(None, "--config-file", conf) as srv:
+        assert "auth: keystone" in srv.output
+        assert f"database: sqlite:///{tmp_path / 'from-conf.sqlite'}" in srv.output
+        assert srv.request("GET", "/resource_providers", token=valid)[0] == 200
+        status, headers, _b = srv.request("GET", "/resource_providers", token="forged")
+        assert status == 401
+        assert headers["WWW-Authenticate"] == f'Keystone uri="{fake_keystone.url}/v3"'
+        assert srv.request("GET", "/", token=None)[0] == 200

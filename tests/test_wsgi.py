@@ -319,3 +319,107 @@ def test_uwsgi_refuses_to_load_the_app_when_a_setting_is_unusable(tmp_path):
     assert "placement-lite cannot start:" in output
     assert "PLACEMENT_LITE_INSECURE_NOAUTH2_ON_OPEN_ADDRESS=true" in output
     assert not (tmp_path / "wsgi.sqlite").exists()
+
+
+# Placement's own configuration (issue 27) ----------------------------------
+
+def _placement_dir(tmp_path, **kwargs) -> Path:
+    from tests.deployment_conf import write_kolla
+    kwargs.setdefault("auth_strategy", "keystone")
+    return write_kolla(tmp_path / "etc-placement",
+                       f"sqlite:///{tmp_path / 'placement.sqlite'}", **kwargs).parent
+
+
+def test_the_placement_conf_is_found_in_os_placement_config_dir(clean_env, tmp_path):
+    """What a container built for Placement sets, and nothing else."""
+    pytest.importorskip("keystonemiddleware")
+    clean_env.setenv("OS_PLACEMENT_CONFIG_DIR", str(_placement_dir(tmp_path)))
+    client = falcon.testing.TestClient(_import_wsgi(clean_env).application)
+    assert client.simulate_get("/").status_code == 200
+    # [api] auth_strategy = keystone: a request without a token is refused.
+    assert client.simulate_get("/resource_providers").status_code == 401
+    db = Database(f"sqlite:///{tmp_path / 'placement.sqlite'}")
+    try:
+        assert migrate.current_version(db.engine) == migrate.head_version()
+    finally:
+        db.dispose()
+
+
+def test_without_the_variable_placements_default_places_are_searched(clean_env,
+                                                                   tmp_path):
+    """~/.placement/placement.conf is the first of oslo.config's places for
+    the project `placement` (/etc/placement/ comes after it)."""
+    pytest.importorskip("keystonemiddleware")
+    home = tmp_path / "home"
+    (home / ".placement").mkdir(parents=True)
+    conf = _placement_dir(tmp_path) / "placement.conf"
+    (home / ".placement" / "placement.conf").write_text(conf.read_text())
+    clean_env.delenv("OS_PLACEMENT_CONFIG_DIR", raising=False)
+    clean_env.setenv("HOME", str(home))
+    from placement_lite.deploy import create_application
+    app = create_application(dict(os.environ), configure_logging=False)
+    assert falcon.testing.TestClient(app).simulate_get("/").status_code == 200
+    assert (tmp_path / "placement.sqlite").exists()
+
+
+def test_a_config_dir_without_placement_conf_is_one_line(clean_env, tmp_path):
+    from placement_lite.deploy import create_application
+
+    with pytest.raises(StartupError) as caught:
+        create_application({"OS_PLACEMENT_CONFIG_DIR": str(tmp_path)},
+                           configure_logging=False)
+    assert str(caught.value) == (
+        f"OS_PLACEMENT_CONFIG_DIR={tmp_path} (environment): no such file: "
+        f"{tmp_path / 'placement.conf'}; give the path of Placement's placement.conf "
+        "(or of a YAML settings file)")
+    assert caught.value.status == 2
+
+
+def test_noauth2_in_a_placement_conf_is_still_refused_under_wsgi(clean_env, tmp_path):
+    from placement_lite.deploy import create_application
+
+    directory = _placement_dir(tmp_path, auth_strategy="noauth2")
+    with pytest.raises(StartupError) as caught:
+        create_application({"OS_PLACEMENT_CONFIG_DIR": str(directory)},
+                           configure_logging=False)
+    assert str(caught.value).startswith(
+        f"[api] auth_strategy = noauth2 (in {directory / 'placement.conf'}): noauth2 "
+        "trusts any caller")
+
+
+@needs_uwsgi
+def test_uwsgi_serves_from_os_placement_config_dir_alone(tmp_path):
+    """Placement's container, with placement-lite's module in place of
+    placement.wsgi.api: the only configuration is the directory."""
+    pytest.importorskip("keystonemiddleware")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PLACEMENT_LITE_", "OS_"))}
+    env["OS_PLACEMENT_CONFIG_DIR"] = str(_placement_dir(tmp_path))
+    args = [UWSGI, "--master", "--need-app", "--die-on-term",
+            "--http-socket", f"127.0.0.1:{port}", "--processes", "2", "--threads", "2",
+            "--module", "placement_lite.wsgi:application",
+            "--pythonpath", str(Path(__file__).resolve().parents[1])]
+    if sys.prefix != sys.base_prefix:
+        args += ["--home", sys.prefix]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, start_new_session=True)
+    from tests.servers import Served
+    served = Served(proc, f"http://127.0.0.1:{port}")
+    reader = threading.Thread(target=lambda: served.lines.extend(
+        line.rstrip("\n") for line in proc.stdout), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 90
+        while not any("WSGI app 0 (mountpoint='') ready" in line for line in served.lines):
+            assert proc.poll() is None and time.monotonic() < deadline, served.output
+            time.sleep(0.1)
+        assert served.request("GET", "/", token=None)[0] == 200
+        assert served.request("GET", "/resource_providers", token=None)[0] == 401
+        assert (tmp_path / "placement.sqlite").exists()
+        assert "read Placement's configuration from" in served.output
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=30)
+        reader.join(timeout=5)

@@ -15,10 +15,9 @@ from typing import Iterable
 
 import falcon
 
-ALLOW_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-# The headers a browser client of this API needs to read.
-EXPOSE_HEADERS = ("openstack-api-version", "x-openstack-request-id",
-                  "openstack-request-id", "location", "vary")
+from placement_lite.config_rules import (
+    CORS_ALLOW_METHODS as ALLOW_METHODS, CORS_EXPOSE_HEADERS as EXPOSE_HEADERS)
+
 # Headers any cross-origin request may send without being listed.
 SIMPLE_HEADERS = ("accept", "accept-language", "content-type", "cache-control",
                   "content-language", "expires", "last-modified", "pragma")
@@ -90,4 +89,8 @@ class CORSMiddleware:
 def from_settings(settings) -> CORSMiddleware | None:
     if not settings.cors_allowed_origin:
         return None
-    return CORSMiddleware(settings.cors_allowed_origin, settings.cors_allow_headers)
+    return CORSMiddleware(settings.cors_allowed_origin, settings.cors_allow_headers,
+                          allow_credentials=settings.cors_allow_credentials,
+                          max_age=settings.cors_max_age,
+                          expose_headers=settings.cors_expose_headers,
+                          allow_methods=settings.cors_allow_methods)

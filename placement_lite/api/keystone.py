@@ -3,9 +3,10 @@
 auth_token validates the X-Auth-Token against Keystone and sets the
 identity headers (X-Identity-Status, X-User-Id, X-Project-Id, X-Roles...)
 that api/auth.py's keystone_identity reads. Options come from the
-[keystone_authtoken] section of `keystone_config_file` (an ini file, as
-every OpenStack service has) and from `keystone_authtoken` settings, which
-win.
+[keystone_authtoken] section of Placement's placement.conf (when one is
+read), of `keystone_config_file` (an ini file, as every OpenStack service
+has), the section's OS_KEYSTONE_AUTHTOKEN__* variables and the
+`keystone_authtoken` settings, each winning over the ones before.
 
 auth_token always runs with delay_auth_decision: it marks a missing or
 bad token as X-Identity-Status: Invalid instead of answering 401 itself,
@@ -27,12 +28,51 @@ def require() -> None:
     import oslo_config.cfg  # noqa: F401
 
 
+def memcache_problem(settings) -> str | None:
+    """Why auth_token's token cache would fail, or None: memcached servers
+    are configured (kolla and OpenStack-Ansible always set them) but
+    python-memcached, which the cache imports, is not installed. auth_token
+    itself would find out only at the first request with a token."""
+    from keystonemiddleware import opts
+
+    options = _options(settings)
+    conf = options["oslo_config_config"]
+    for group, listed in opts.list_auth_token_opts():
+        conf.register_opts(listed, group=group)
+    servers = (options.get("memcached_servers") or options.get("memcache_servers")
+               or conf.keystone_authtoken.memcached_servers)
+    if not servers:
+        return None
+    try:
+        import memcache  # noqa: F401
+    except ImportError:
+        shown = servers if isinstance(servers, str) else ",".join(servers)
+        return (f"[keystone_authtoken] memcached_servers = {shown}: keystonemiddleware's "
+                "token cache needs python-memcached, which is not installed; install "
+                "it (pip install 'placement-lite[keystone]' has it), or remove "
+                "memcached_servers to cache tokens in each process")
+    return None
+
+
 def _options(settings) -> dict[str, Any]:
+    """auth_token's configuration: an oslo.config object over Placement's
+    files (its [keystone_authtoken] as Placement hands it over) and then
+    keystone_config_file, which wins; over that, as auth_token's own
+    overrides, the section's OS_KEYSTONE_AUTHTOKEN__* variables and then
+    the keystone_authtoken settings."""
     from oslo_config import cfg
+    deployment = settings.deployment
+    files = list(deployment.files) if deployment is not None else []
+    if settings.keystone_config_file:
+        files.append(settings.keystone_config_file)
     conf = cfg.ConfigOpts()
-    files = [settings.keystone_config_file] if settings.keystone_config_file else []
-    conf([], project="placement-lite", default_config_files=files)
+    # No environment and no search of default places: every source is
+    # named here, read from the settings' own environment.
+    conf([], project="placement-lite", default_config_files=files,
+         default_config_dirs=[], use_env=False)
     options: dict[str, Any] = {"oslo_config_config": conf}
+    if deployment is not None:
+        options.update(deployment.keystone_environment)
     options.update({str(k): str(v) for k, v in
                     dict(settings.keystone_authtoken or {}).items()})
     return options

@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager, nullcontext
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import Callable, Iterator, Optional, Sequence, TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -159,7 +159,10 @@ def watch_connections(engine: Engine, idle_ping_seconds: float) -> None:
 
 
 def make_engine(url: str, pool_size: int = 10,
-                idle_ping_seconds: float = IDLE_PING_SECONDS) -> Engine:
+                idle_ping_seconds: float = IDLE_PING_SECONDS,
+                pool: Optional[dict] = None) -> Engine:
+    """`pool`: SQLAlchemy's max_overflow, pool_timeout and pool_recycle
+    for a database server (SQLite keeps its own pool)."""
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     kwargs: dict = {"future": True}
@@ -175,6 +178,7 @@ def make_engine(url: str, pool_size: int = 10,
         kwargs.update(pool_size=pool_size, max_overflow=pool_size,
                       pool_recycle=3600, pool_reset_on_return=None,
                       isolation_level="READ COMMITTED")
+        kwargs.update(pool or {})
         if backend == "mysql":
             query = dict(parsed.query)
             query.setdefault("charset", "utf8mb4")
@@ -316,10 +320,11 @@ class Database:
     """The engine plus the read/write transaction helpers."""
 
     def __init__(self, url: str, pool_size: int = 10, retries: int = 10,
-                 idle_ping_seconds: float = IDLE_PING_SECONDS):
+                 idle_ping_seconds: float = IDLE_PING_SECONDS,
+                 pool: Optional[dict] = None):
         self.url = url
         self.engine = make_engine(url, pool_size=pool_size,
-                                  idle_ping_seconds=idle_ping_seconds)
+                                  idle_ping_seconds=idle_ping_seconds, pool=pool)
         self.backend = self.engine.dialect.name
         self.retries = retries
         self.statements: StatementCounter | None = None
@@ -430,3 +435,14 @@ class Database:
         self.engine.dispose()
         if self._queue is not None:
             self._queue.close()
+
+
+def from_settings(settings) -> Database:
+    """The database the settings name, with their pool and retries."""
+    overflow = settings.db_max_overflow
+    return Database(settings.db, pool_size=settings.db_pool_size,
+                    retries=settings.db_retries,
+                    pool={"max_overflow": settings.db_pool_size if overflow is None
+                          else overflow,
+                          "pool_timeout": settings.db_pool_timeout,
+                          "pool_recycle": settings.db_recycle_seconds})

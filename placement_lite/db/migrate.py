@@ -69,6 +69,16 @@ def _upgrade_lock(conn):
         yield
 
 
+class ForeignSchema(Exception):
+    """The database's alembic revision is none of ours: it is another
+    program's schema (OpenStack Placement's, when a placement.conf's
+    connection still names Placement's own database)."""
+
+    def __init__(self, revision: str):
+        super().__init__(revision)
+        self.revision = revision
+
+
 def upgrade(engine, revision: str = "head") -> None:
     # The lock is taken on its own autocommit connection so that it is
     # held before the migration's transaction reads the current revision.
@@ -76,6 +86,11 @@ def upgrade(engine, revision: str = "head") -> None:
         with _upgrade_lock(lock_conn):
             writer = engine.execution_options(placement_write=True)
             with writer.begin() as conn:
+                current = MigrationContext.configure(conn).get_current_revision()
+                ours = {s.revision for s in
+                        ScriptDirectory(_script_location()).walk_revisions()}
+                if current is not None and current not in ours:
+                    raise ForeignSchema(current)
                 command.upgrade(_config(conn), revision)
 
 
@@ -88,4 +103,4 @@ def head_version() -> str:
     return ScriptDirectory(_script_location()).get_current_head()
 
 
-__all__ = ["upgrade", "current_version", "head_version"]
+__all__ = ["ForeignSchema", "upgrade", "current_version", "head_version"]

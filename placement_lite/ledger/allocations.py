@@ -60,7 +60,8 @@ class ConsumerWrite:
     `allocations` maps provider uuid -> {class name: used}; empty removes
     every allocation of the consumer (and with them the consumer).
     `project_id`/`user_id` None keep the stored owner (writes before 1.8),
-    or give a new consumer Placement's "incomplete consumer" owner;
+    or give a new consumer `incomplete_owner`, Placement's "incomplete
+    consumer" project and user (the deployment may choose them);
     `consumer_type` None keeps the stored type.
     """
     consumer_uuid: str
@@ -69,6 +70,8 @@ class ConsumerWrite:
     allocations: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     consumer_type: Optional[str] = None
     expected_generation: Any = UNCHECKED
+    incomplete_owner: tuple[str, str] = (consumers.INCOMPLETE_CONSUMER_ID,
+                                         consumers.INCOMPLETE_CONSUMER_ID)
 
 
 def class_ids(conn: Connection, names: Iterable[str],
@@ -252,8 +255,8 @@ def _lock_consumers(conn: Connection, writes: list[ConsumerWrite],
         elif w.allocations:
             consumer = consumers.create(
                 conn, w.consumer_uuid,
-                w.project_id or consumers.INCOMPLETE_CONSUMER_ID,
-                w.user_id or consumers.INCOMPLETE_CONSUMER_ID, w.consumer_type)
+                w.project_id or w.incomplete_owner[0],
+                w.user_id or w.incomplete_owner[1], w.consumer_type)
         else:
             continue
         written.append((w, consumer, before))
@@ -329,7 +332,7 @@ def _owners(writes: list[ConsumerWrite],
         if consumer is not None:
             owners |= {consumer.project_id, w.project_id or consumer.project_id}
         elif w.allocations:
-            owners.add(w.project_id or consumers.INCOMPLETE_CONSUMER_ID)
+            owners.add(w.project_id or w.incomplete_owner[0])
     return owners
 
 

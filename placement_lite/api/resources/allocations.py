@@ -42,8 +42,10 @@ def _from_list(items: list) -> dict[str, dict[str, int]]:
     return merged
 
 
-def consumer_write(req, consumer_uuid: str, data: Mapping[str, Any]) -> ConsumerWrite:
-    """One consumer's write from a PUT body or one entry of a POST body."""
+def consumer_write(req, consumer_uuid: str, data: Mapping[str, Any],
+                   incomplete_owner: tuple[str, str]) -> ConsumerWrite:
+    """One consumer's write from a PUT body or one entry of a POST body;
+    `incomplete_owner` owns a new consumer the body gives no owner."""
     raw = data["allocations"]
     if isinstance(raw, list):
         wanted = _from_list(raw)
@@ -57,7 +59,14 @@ def consumer_write(req, consumer_uuid: str, data: Mapping[str, Any]) -> Consumer
         consumer_type=data.get("consumer_type"),
         expected_generation=(data["consumer_generation"]
                              if req.context.microversion.has(CONSUMER_GENERATIONS)
-                             else UNCHECKED))
+                             else UNCHECKED),
+        incomplete_owner=incomplete_owner)
+
+
+def incomplete_owner(services) -> tuple[str, str]:
+    settings = services.settings
+    return (settings.incomplete_consumer_project_id,
+            settings.incomplete_consumer_user_id)
 
 
 def write(services, writes: list[ConsumerWrite]) -> None:
@@ -105,7 +114,8 @@ class ConsumerAllocations:
         check_uuid(consumer_uuid)
         consumer_uuid = str(uuidlib.UUID(consumer_uuid))
         data = request.json_body(req, schema.PUT.at(req.context.microversion))
-        write(self.services, [consumer_write(req, consumer_uuid, data)])
+        write(self.services, [consumer_write(req, consumer_uuid, data,
+                                             incomplete_owner(self.services))])
         render.no_content(resp)
 
     def on_delete(self, req, resp, consumer_uuid):
@@ -123,7 +133,8 @@ class Allocations:
     @versioned(BULK_ALLOCATIONS)
     def on_post(self, req, resp):
         data = request.json_body(req, schema.POST.at(req.context.microversion))
-        write(self.services, [consumer_write(req, consumer_uuid, entry)
+        owner = incomplete_owner(self.services)
+        write(self.services, [consumer_write(req, consumer_uuid, entry, owner)
                               for consumer_uuid, entry in data.items()])
         render.no_content(resp)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from placement_lite import errors
 from placement_lite.api import render, request
-from placement_lite.api.resources.allocations import consumer_write
+from placement_lite.api.resources.allocations import consumer_write, incomplete_owner
 from placement_lite.api.microversion import versioned
 from placement_lite.api.versions import RESHAPER
 from placement_lite.api.phrases import prefixed
@@ -26,7 +26,8 @@ class Reshaper:
                 {name: inventories.make(name, record)
                  for name, record in entry["inventories"].items()})
             for uuid, entry in data["inventories"].items()}
-        writes = [consumer_write(req, consumer_uuid, entry)
+        writes = [consumer_write(req, consumer_uuid, entry,
+                                 incomplete_owner(self.services))
                   for consumer_uuid, entry in data["allocations"].items()]
         # Placement's wording: a generation moved after its early check, or
         # an inventory in use, is an "update conflict"; an unknown class is
