@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -59,7 +60,8 @@ def _fresh_db(db: str, workdir: str, tag: str) -> str:
         return f"sqlite:///{os.path.join(workdir, name)}"
     from sqlalchemy import create_engine, text
     base = SERVERS[db]
-    name = f"plbench_{tag}_{uuidlib.uuid4().hex[:8]}"
+    safe = re.sub(r"\W", "_", tag)  # a database name: letters, digits, _
+    name = f"plbench_{safe}_{uuidlib.uuid4().hex[:8]}"
     admin = base + ("postgres" if db == "postgresql" else "")
     eng = create_engine(admin, isolation_level="AUTOCOMMIT")
     with eng.connect() as conn:

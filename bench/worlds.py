@@ -17,7 +17,12 @@ Shapes (Placement's gate/perfload-* jobs):
   nested query;
 - race: COUNT providers with VCPU 50 (ratio 1) for the claims workloads;
 - usages: COUNT consumers of one project (uuid5 of the count), each with
-  VCPU 1 and MEMORY_MB 256 on the `race` providers' neighbours.
+  VCPU 1 and MEMORY_MB 256 on the `race` providers' neighbours;
+- cloud-idle / cloud-full: a cloud of COUNT compute nodes (the flat
+  shape's inventory, not in the pools) and, after them, the pools of 64
+  idle nodes that bench/full.py's schedulers claim from; in the full
+  variant every node carries 30-90% of its capacity, held by several
+  consumers of many projects (bench/full.py says how many).
 Provider and project ids are uuid5 of their names, so the benchmark knows
 them without asking.
 """
@@ -155,6 +160,10 @@ def load(url: str, shape: str, count: int) -> None:
         elif shape == "race":
             for i in range(count):
                 bulk.provider(f"race-{i}", inventory={"VCPU": 50})
+        elif shape in ("cloud-idle", "cloud-full"):
+            from bench import full
+            full.load_cloud(conn, t, bulk, count, shape == "cloud-full")
+            _rebuild_usage_summary(conn)
         elif shape == "usages":
             bulk.flush()
             _usages(conn, t, bulk, count)

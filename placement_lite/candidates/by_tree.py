@@ -24,6 +24,7 @@ from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.plan import Lookups
 from placement_lite.candidates.query import CandidateRequest
 from placement_lite.candidates.snapshot import Snapshot
+from placement_lite.candidates.viable import Viable
 
 # A full answer kept tree by tree for at most this many trees (beyond,
 # each request works the answer out whole, as a bounded one does).
@@ -130,12 +131,17 @@ class _TreeAnswer:
         self.kept = kept_for(kept, snapshot, _answer_shape(req, self.search.plan),
                              by_tree=True)
         self.usage_keys = kept_for(kept, snapshot, ("usage keys",), by_tree=True)
+        shape = _answer_shape(req, self.search.plan)
+        self.viable = Viable(self.reader, kept_for(kept, snapshot, ("viable",) + shape,
+                                                   by_tree=True))
         self.given = 0  # candidates in the answer so far
         self.work = 0  # combination steps the answer's trees took
         self.last: Optional[int] = None
 
     def parts(self) -> Parts:
-        roots, members = self.snap.roots, self.snap.members
+        # Only the trees the request's filters let through, before usage
+        # (viable.py): the others give nothing, whatever they use.
+        roots, members = self.viable.roots(), self.snap.members
         # Trees per `used` read: all; or as many as the last answer of this
         # shape went through, and an eighth more (or, first, a quarter more
         # than the bound: each tree gives one candidate or more, or none),
@@ -148,8 +154,11 @@ class _TreeAnswer:
         else:
             size = max(MIN_SPAN, scanned + scanned // 8)
         if size >= len(roots):
-            # Every tree's usage is read: in one statement, by range.
-            self.reader.read_all_used()
+            if len(roots) == len(self.snap.roots):
+                # Every tree's usage is read: in one statement, by range.
+                self.reader.read_all_used()
+            else:
+                self.reader.read_used([rp for tree in roots for rp in members[tree]])
         out: list = []
         at = 0
         while at < len(roots):

@@ -1,0 +1,116 @@
+"""The trees a request can find candidates in, from the copy's facts alone.
+
+Without sharing providers a candidate never leaves its tree, and a tree
+gives one only if, before any usage is counted, every group has some
+provider there whose facts pass the group's filters (for the unnumbered
+group: every class it asks for), and its root passes the root filters.
+Those verdicts are the reader's own (memory.MemoryReader.verdicts): the
+very values the scan of a tree then checks against `used`. So an answer
+made of the viable trees alone is the answer made of all trees, and a
+request reads the usage of, and scans, only the trees its filters let
+through: in a cloud where every provider carries usage, a query for one
+aggregate costs what that aggregate holds, not what the cloud holds.
+
+The list is worked out once per copy of the facts and request shape
+(kept with the copy, kept.py); each tree's verdict is carried over to
+the next copy when a refresh does not touch the tree. Where the request
+names aggregates (member_of) or a tree (in_tree), the snapshot's indexes
+give the only trees that can pass, and only those are judged.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from placement_lite.candidates import steps
+from placement_lite.candidates.filters import known_ids
+from placement_lite.candidates.kept import Kept
+from placement_lite.db import tables as t
+
+_UNSET = object()
+
+
+def narrowed(snap, plan) -> Optional[set]:
+    """The roots the snapshot's indexes allow (None: any root): a group
+    whose filters apply per provider keeps its candidates within the
+    trees holding a provider of each of its member_of sets (the provider
+    itself or, for the unnumbered group, the tree's root), and within its
+    in_tree's tree."""
+    lk = plan.lookups
+    out: Optional[set] = None
+    for suffix, group in plan.req.groups.items():
+        if not suffix and not plan.wanted:
+            # An unnumbered group without resources filters no provider.
+            continue
+        if group.in_tree:
+            out = {lk.tree_roots[suffix]} if out is None else out & {lk.tree_roots[suffix]}
+        for any_of in group.member_of:
+            root, members = snap.root, snap.in_aggregate
+            roots = {root[rp] for agg in known_ids(any_of, lk.agg_ids)
+                     for rp in members.get(agg, ())}
+            out = roots if out is None else out & roots
+    return out
+
+
+class Viable:
+    """Which trees can give a request candidates; see the module."""
+
+    def __init__(self, reader, kept: Kept):
+        self.reader, self.snap, self.plan = reader, reader.snap, reader.plan
+        self.kept = kept
+        plan = self.plan
+        self._unnumbered = (reader.verdicts("unnumbered")
+                            if plan.unnumbered is not None and plan.wanted else None)
+        rc_ids = plan.lookups.rc_ids
+        self._numbered = [reader.verdicts(
+            "numbered", suffixes[0], [(rc_ids[name], amount) for name, amount in
+                                      sorted(plan.req.groups[suffixes[0]].resources.items())])
+            for suffixes in plan.alike_numbered]
+        self._root_tests = [s.test for s in steps.root_steps(
+            plan.req, plan.lookups, t.resource_providers)]
+
+    def roots(self) -> list:
+        """The viable trees' roots, ascending."""
+        found = self.kept.note
+        if found is not None:
+            return found
+        snap, kept = self.snap, self.kept
+        allowed = narrowed(snap, self.plan)
+        roots = snap.roots if allowed is None else sorted(allowed)
+        known = kept.get
+        out = []
+        for root in roots:
+            key = (root,)
+            ok = known(key, _UNSET)
+            if ok is _UNSET:
+                ok = kept.settle(key, self._tree)
+            if ok:
+                out.append(root)
+        # Whole or not at all, for a thread reading it meanwhile.
+        kept.note = out
+        return out
+
+    def _tree(self, key: tuple) -> bool:
+        root = key[0]
+        view = self.reader.view(root)
+        if not all(test(view) for test in self._root_tests):
+            return False
+        members = self.snap.members[root]
+        for verdicts, build in self._numbered:
+            if not any(_verdict(verdicts, build, rp) is not None for rp in members):
+                return False
+        if self._unnumbered is None:
+            return True
+        verdicts, build = self._unnumbered
+        entries = [e for e in (_verdict(verdicts, build, rp) for rp in members)
+                   if e is not None and e.in_tree_ok]
+        if len(members) == 1 and entries and not all(entries[0].trait_flags):
+            return False  # alone in its tree: it must have every trait asked
+        # Every class asked must have a provider whose unit limits and
+        # capacity leave room for the amount with nothing used.
+        return all(any(e.limits[j][1] >= 0 for e in entries)
+                   for j in range(len(self.plan.wanted)))
+
+
+def _verdict(verdicts, build, rp):
+    found = verdicts.get(rp, _UNSET)
+    return verdicts.settle(rp, build) if found is _UNSET else found
