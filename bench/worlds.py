@@ -28,6 +28,7 @@ them without asking.
 """
 from __future__ import annotations
 
+import random
 import sys
 import uuid as uuidlib
 
@@ -161,8 +162,7 @@ def load(url: str, shape: str, count: int) -> None:
             for i in range(count):
                 bulk.provider(f"race-{i}", inventory={"VCPU": 50})
         elif shape in ("cloud-idle", "cloud-full"):
-            from bench import full
-            full.load_cloud(conn, t, bulk, count, shape == "cloud-full")
+            load_cloud(conn, t, bulk, count, shape == "cloud-full")
             _rebuild_usage_summary(conn)
         elif shape == "usages":
             bulk.flush()
@@ -244,6 +244,86 @@ def _usages(conn, t, bulk, count):
             dict(resource_provider_id=rps[c % 100], consumer_id=c,
                  resource_class_id=rc, used=used)
             for c in ids for rc, used in ((vcpu, 1), (mem, 256))])
+
+
+# The clouds of bench/full.py.
+POOL_SIZE = 64
+POOL_VCPU = 14
+POOLS = 5  # pool 0 for the filtered query; one per scheduler round after
+USAGE_CONSUMERS = 1000
+PROJECTS = 100
+CONSUMERS_MAX = 100_000
+
+
+def pool_aggregate(k: int) -> str:
+    return uid(f"pool-aggregate-{k}")
+
+
+def cloud_usage_project() -> str:
+    return uid("cloud-usage-project")
+
+
+def consumers_for(count: int) -> int:
+    """Consumers in a full cloud of `count` nodes: ten per node, at most
+    CONSUMERS_MAX (a 10,000-node cloud holds 100,000)."""
+    return max(count, min(CONSUMERS_MAX, 10 * count))
+
+
+def load_cloud(conn, t, bulk, count: int, in_use: bool) -> None:
+    """The cloud's rows (called by bench/worlds.py's loader)."""
+    nodes = [bulk.provider(f"node-{i}", inventory=FLAT, traits=["HW_CPU_X86_AVX2"],
+                           aggregate=True) for i in range(count)]
+    # The pools last: a walk of the cloud in id order meets them last.
+    for k in range(POOLS):
+        agg = conn.execute(insert(t.placement_aggregates).values(
+            uuid=pool_aggregate(k))).inserted_primary_key[0]
+        for j in range(POOL_SIZE):
+            rp = bulk.provider(f"pool-{k}-{j}", inventory={
+                "VCPU": POOL_VCPU, "MEMORY_MB": 65536, "DISK_GB": 8192},
+                traits=["HW_CPU_X86_AVX2"])
+            bulk.rpa.append(dict(resource_provider_id=rp, aggregate_id=agg))
+    bulk.flush()
+    if in_use:
+        _hold(conn, t, bulk, nodes)
+
+
+def _hold(conn, t, bulk, nodes: list) -> None:
+    """Every node 30-90% used, by consumers_for(len(nodes)) consumers:
+    consumer c on node c % N; the first USAGE_CONSUMERS of the usage
+    project, the others of PROJECTS projects."""
+    rng = random.Random(len(nodes))
+    n = len(nodes)
+    total = consumers_for(n)
+    projects = [conn.execute(insert(t.projects).values(
+        external_id=uid(f"cloud-project-{p}"))).inserted_primary_key[0]
+        for p in range(PROJECTS)]
+    usage = conn.execute(insert(t.projects).values(
+        external_id=cloud_usage_project())).inserted_primary_key[0]
+    users = [conn.execute(insert(t.users).values(
+        external_id=uid(f"cloud-user-{u}"))).inserted_primary_key[0] for u in range(10)]
+    # Each node's share, split evenly among the consumers on it.
+    share = [rng.uniform(0.3, 0.9) for _ in range(n)]
+    per_node = [total // n + (1 if i < total % n else 0) for i in range(n)]
+    rc = bulk.rc
+    first = (conn.execute(select(func.max(t.consumers.c.id))).scalar() or 0) + 1
+    batch = 2000
+    for start in range(0, total, batch):
+        rows, allocs = [], []
+        for c in range(start, min(start + batch, total)):
+            i = c % n
+            k = per_node[i]
+            f = share[i] / k
+            owner = usage if c < USAGE_CONSUMERS else projects[c % PROJECTS]
+            rows.append(dict(id=first + c, uuid=uid(f"cloud-consumer-{c}"),
+                             project_id=owner, user_id=users[c % 10], generation=1))
+            for name, amount in (("VCPU", max(1, int(FLAT["VCPU"] * f))),
+                                 ("MEMORY_MB", max(256, int(FLAT["MEMORY_MB"] * f) // 256 * 256)),
+                                 ("DISK_GB", max(1, int(FLAT["DISK_GB"] * f)))):
+                allocs.append(dict(resource_provider_id=nodes[i], consumer_id=first + c,
+                                   resource_class_id=rc[name], used=amount))
+        conn.execute(insert(t.consumers), rows)
+        conn.execute(insert(t.allocations), allocs)
+
 
 
 if __name__ == "__main__":
