@@ -134,7 +134,10 @@ FLAT = {"VCPU": 32, "MEMORY_MB": 8192, "DISK_GB": 8192}
 
 
 def load(url: str, shape: str, count: int) -> None:
+    """Load world `shape` of `count`; a shape ending in "+full" is that
+    world with every provider 30-90% used (fill)."""
     from placement_lite.db import tables as t
+    shape, _plus, variant = shape.partition("+")
     db = open_db(url)
     with db.write() as conn:
         bulk = Bulk(conn)
@@ -169,6 +172,9 @@ def load(url: str, shape: str, count: int) -> None:
             _usages(conn, t, bulk, count)
             _rebuild_usage_summary(conn)
         bulk.flush()
+        if variant == "full":
+            fill(conn, t, shape)
+            _rebuild_usage_summary(conn)
         if db.backend == "postgresql":
             # Explicit ids do not move PostgreSQL's sequences; the API's
             # inserts afterwards must not collide with the loaded rows.
@@ -244,6 +250,61 @@ def _usages(conn, t, bulk, count):
             dict(resource_provider_id=rps[c % 100], consumer_id=c,
                  resource_class_id=rc, used=used)
             for c in ids for rc, used in ((vcpu, 1), (mem, 256))])
+
+
+def fill(conn, t, tag: str, consumers: int = 3) -> None:
+    """Every provider with inventory 30-90% used (a share drawn per
+    provider, of each class's capacity, less what it already holds), by
+    `consumers` new consumers each, of PROJECTS projects: a cloud in
+    service rather than a perfload world waiting for its first instance.
+    Each amount keeps the inventory's unit limits."""
+    rng = random.Random(tag)
+    inv = t.inventories
+    rows = conn.execute(select(
+        inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total, inv.c.reserved,
+        inv.c.allocation_ratio, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
+        select(func.coalesce(func.sum(t.allocations.c.used), 0)).where(
+            t.allocations.c.resource_provider_id == inv.c.resource_provider_id,
+            t.allocations.c.resource_class_id == inv.c.resource_class_id)
+        .scalar_subquery()).order_by(inv.c.resource_provider_id, inv.c.resource_class_id)).all()
+    by_rp: dict = {}
+    for row in rows:
+        by_rp.setdefault(row[0], []).append(row[1:])
+    projects = [conn.execute(insert(t.projects).values(
+        external_id=uid(f"fill-{tag}-project-{p}"))).inserted_primary_key[0]
+        for p in range(PROJECTS)]
+    user = conn.execute(insert(t.users).values(
+        external_id=uid(f"fill-{tag}-user"))).inserted_primary_key[0]
+    next_id = (conn.execute(select(func.max(t.consumers.c.id))).scalar() or 0) + 1
+    made, allocs = [], []
+    for rp, classes in by_rp.items():
+        share = rng.uniform(0.3, 0.9)
+        # Per consumer, (class, amount) it holds: the class's share split
+        # as evenly as the unit limits let it.
+        held: list = [[] for _ in range(consumers)]
+        for rc, total, reserved, ratio, lo, hi, step, used in classes:
+            want = int((total - reserved) * ratio * share) - used
+            for k in range(consumers):
+                n = want // consumers + (1 if k < want % consumers else 0)
+                n = min(n - n % max(step, 1), hi)
+                if n >= max(lo, 1):
+                    held[k].append((rc, n))
+        for amounts in held:
+            if not amounts:
+                continue
+            made.append(dict(id=next_id, uuid=uid(f"fill-{tag}-consumer-{next_id}"),
+                             project_id=projects[next_id % PROJECTS], user_id=user,
+                             generation=1))
+            allocs += [dict(resource_provider_id=rp, consumer_id=next_id,
+                            resource_class_id=rc, used=n) for rc, n in amounts]
+            next_id += 1
+        if len(made) >= BATCH:
+            conn.execute(insert(t.consumers), made)
+            conn.execute(insert(t.allocations), allocs)
+            made, allocs = [], []
+    if made:
+        conn.execute(insert(t.consumers), made)
+        conn.execute(insert(t.allocations), allocs)
 
 
 # The clouds of bench/full.py.
