@@ -11,6 +11,7 @@ facts); and a query for one aggregate reads no other tree's usage.
 """
 from __future__ import annotations
 
+import json
 import random
 from urllib.parse import urlencode
 
@@ -18,7 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from placement_lite.app import create_app
-from placement_lite.candidates import memory as memory_module
+from placement_lite.candidates import memory as memory_module, viable
 from placement_lite.config import Settings
 from placement_lite.db import tables as t
 from tests.random_world import TRAITS, Builder, candidate_query, wsgi
@@ -82,6 +83,41 @@ def test_the_viable_trees_answer_as_sql_does_after_every_write(apps, seed):
                 query + [("limit", str(rng.randint(1, 3)))]), "1.39")
     # Compared something real: many answers held candidates.
     assert found >= 10, found
+
+
+def _requests(body) -> list:
+    return sorted(json.dumps(r, sort_keys=True) for r in body["allocation_requests"])
+
+
+@pytest.mark.parametrize("seed", [31, 2031])
+def test_a_random_sample_is_drawn_from_the_viable_trees_answer(db, apps, seed,
+                                                              monkeypatch):
+    """randomize_allocation_candidates searches (not by tree) over the
+    viable trees: asked for more than there are, it gives every
+    candidate SQL gives, in some order."""
+    _memory, sql = apps
+    narrowed = []
+    real = viable.Viable.roots
+    monkeypatch.setattr(viable.Viable, "roots",
+                        lambda self: narrowed.append(1) or real(self))
+    shuffled = create_app(Settings(db=db.url, randomize_allocation_candidates=True), db)
+    rng = random.Random(seed)
+    world = Builder(shuffled, rng)
+    world.build(sharing=False)
+    found = 0
+    for _ in range(12):
+        write = rng.choice(WRITES)
+        write(rng, world, rng.choice([shuffled, sql]), rng.choice(sorted(world.providers)))
+        for _ in range(6):
+            path = "/allocation_candidates?" + urlencode(
+                _filtered_query(rng, world) + [("limit", "100000")])
+            mine, theirs = wsgi(shuffled, "GET", path), wsgi(sql, "GET", path)
+            assert mine[0] == theirs[0], (path, mine, theirs)
+            if mine[0] == 200:
+                assert _requests(mine[1]) == _requests(theirs[1]), path
+                found += bool(mine[1]["allocation_requests"])
+    assert found >= 5, found
+    assert narrowed  # the searches went over the viable trees
 
 
 def test_a_query_for_one_aggregate_reads_no_other_trees_usage(db, apps, monkeypatch):

@@ -24,6 +24,7 @@ from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.plan import Lookups
 from placement_lite.candidates.query import CandidateRequest
 from placement_lite.candidates.snapshot import Snapshot
+from placement_lite.candidates import viable
 from placement_lite.candidates.viable import Viable
 
 # A full answer kept tree by tree for at most this many trees (beyond,
@@ -131,9 +132,8 @@ class _TreeAnswer:
         self.kept = kept_for(kept, snapshot, _answer_shape(req, self.search.plan),
                              by_tree=True)
         self.usage_keys = kept_for(kept, snapshot, ("usage keys",), by_tree=True)
-        shape = _answer_shape(req, self.search.plan)
-        self.viable = Viable(self.reader, kept_for(kept, snapshot, ("viable",) + shape,
-                                                   by_tree=True))
+        self.viable = Viable(self.reader, kept_for(
+            kept, snapshot, viable.shape_key(self.search.plan), by_tree=True))
         self.given = 0  # candidates in the answer so far
         self.work = 0  # combination steps the answer's trees took
         self.last: Optional[int] = None

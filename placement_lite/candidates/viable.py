@@ -51,6 +51,13 @@ def narrowed(snap, plan) -> Optional[set]:
     return out
 
 
+def shape_key(plan) -> tuple:
+    """What the trees' verdicts depend on besides their facts."""
+    req = plan.req
+    return ("viable", plan.slot_shape, frozenset(req.root_required),
+            frozenset(req.root_forbidden))
+
+
 class Viable:
     """Which trees can give a request candidates; see the module."""
 
