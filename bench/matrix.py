@@ -582,6 +582,7 @@ def _grown(trees, args, workdir, port, rows, checked):
     the timed queries run in alternating rounds as elsewhere. Counts are
     checked against the reference server and the world's definition."""
     plan = grow.parse_plan(args.grow)
+    grow.FULL = args.cloud == "full"
     sides = []
     try:
         for label, tree in trees:
