@@ -97,9 +97,9 @@ def test_a_random_sample_is_drawn_from_the_viable_trees_answer(db, apps, seed,
     candidate SQL gives, in some order."""
     _memory, sql = apps
     narrowed = []
-    real = viable.Viable.roots
-    monkeypatch.setattr(viable.Viable, "roots",
-                        lambda self: narrowed.append(1) or real(self))
+    real = viable.Viable.first
+    monkeypatch.setattr(viable.Viable, "first",
+                        lambda self, count=None: narrowed.append(1) or real(self, count))
     shuffled = create_app(Settings(db=db.url, randomize_allocation_candidates=True), db)
     rng = random.Random(seed)
     world = Builder(shuffled, rng)
@@ -161,3 +161,26 @@ def test_a_query_for_one_aggregate_reads_no_other_trees_usage(db, apps, monkeypa
         {"resources": "VCPU:1,MEMORY_MB:256", "member_of": agg})
     assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 4
     assert not whole and set(read) <= in_a
+
+
+def test_a_bounded_answer_judges_only_as_far_as_it_scans(apps, monkeypatch):
+    """Without member_of or in_tree every tree may be viable: a request
+    for two candidates judges the first trees, not all of them; asked
+    again it judges none; a full answer then judges the rest once."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(11))
+    for n in range(300):
+        world.provider(f"cn{n}", inventory={"VCPU": world.inv(4)})
+    judged = []
+    real = viable.Viable._judge
+    monkeypatch.setattr(viable.Viable, "_judge",
+                        lambda self, roots: judged.extend(roots) or real(self, roots))
+    path = "/allocation_candidates?resources=VCPU:1&limit=2"
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 2
+    assert 0 < len(judged) < 100, len(judged)
+    first = len(judged)
+    _alike(memory, sql, path)
+    assert len(judged) == first
+    assert len(_alike(memory, sql, "/allocation_candidates?resources=VCPU:1")[1][
+        "allocation_requests"]) == 300
+    assert sorted(judged) == sorted(set(judged)) and len(judged) == 300

@@ -276,7 +276,7 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
         # through can give candidates (viable.py); an observer (explain)
         # hears every tree.
         search.trees = viable.Viable(search.reader, kept_for(
-            kept, snapshot, viable.shape_key(search.plan), by_tree=True)).roots()
+            kept, snapshot, viable.shape_key(search.plan), by_tree=True)).first()
     found: list = []
     for cand in search.candidates():
         found.append(cand)

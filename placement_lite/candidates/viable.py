@@ -11,11 +11,15 @@ request reads the usage of, and scans, only the trees its filters let
 through: in a cloud where every provider carries usage, a query for one
 aggregate costs what that aggregate holds, not what the cloud holds.
 
-The list is worked out once per copy of the facts and request shape
-(kept with the copy, kept.py); each tree's verdict is carried over to
-the next copy when a refresh does not touch the tree. Where the request
-names aggregates (member_of) or a tree (in_tree), the snapshot's indexes
-give the only trees that can pass, and only those are judged.
+What is judged is kept with the copy of the facts, per request shape
+(kept.py), as a list of the viable roots found so far and how far
+through the trees the judging went: a bounded request judges only as far
+as it scans (as before it read usage only as far), and a repeated one
+judges nothing. Where the request names aggregates (member_of) or a tree
+(in_tree), the snapshot's indexes give the only trees that can pass, and
+only those are judged, at once. A tree's verdict is made of its
+providers' verdicts, which the reader keeps (and carries over a refresh
+for the trees it did not touch), so judging a tree is a few lookups.
 """
 from __future__ import annotations
 
@@ -75,29 +79,37 @@ class Viable:
         self._root_tests = [s.test for s in steps.root_steps(
             plan.req, plan.lookups, t.resource_providers)]
 
-    def roots(self) -> list:
-        """The viable trees' roots, ascending."""
-        found = self.kept.note
-        if found is not None:
+    def first(self, count: Optional[int] = None) -> list:
+        """The viable trees' roots, ascending: at least the first `count`
+        of them where there are as many (None: all of them)."""
+        state = self.kept.note
+        if state is None:
+            allowed = narrowed(self.snap, self.plan)
+            state = (0, []) if allowed is None else (None, self._judge(sorted(allowed)))
+        done, found = state
+        if done is None or (count is not None and len(found) >= count):
             return found
-        snap, kept = self.snap, self.kept
-        allowed = narrowed(snap, self.plan)
-        roots = snap.roots if allowed is None else sorted(allowed)
-        known = kept.get
-        out = []
-        for root in roots:
-            key = (root,)
-            ok = known(key, _UNSET)
-            if ok is _UNSET:
-                ok = kept.settle(key, self._tree)
-            if ok:
-                out.append(root)
-        # Whole or not at all, for a thread reading it meanwhile.
-        kept.note = out
-        return out
+        roots = self.snap.roots
+        while done < len(roots) and (count is None or len(found) < count):
+            # As many trees as viable ones are still wanted (each may be),
+            # twice over, so a sparse request doubles its reach each time.
+            step = len(roots) if count is None else max(64, 2 * (count - len(found)))
+            chunk = roots[done:done + step]
+            # A new list, never one a request on another thread reads.
+            found = found + self._judge(chunk)
+            done += len(chunk)
+        if done >= len(roots):
+            done = None
+            if len(found) == len(roots):
+                found = roots  # every tree: the copy's own list, not another
+        self.kept.note = (done, found)
+        return found
 
-    def _tree(self, key: tuple) -> bool:
-        root = key[0]
+    def _judge(self, roots) -> list:
+        tree = self._tree
+        return [root for root in roots if tree(root)]
+
+    def _tree(self, root: int) -> bool:
         view = self.reader.view(root)
         if not all(test(view) for test in self._root_tests):
             return False
