@@ -184,3 +184,36 @@ def test_a_bounded_answer_judges_only_as_far_as_it_scans(apps, monkeypatch):
     assert len(_alike(memory, sql, "/allocation_candidates?resources=VCPU:1")[1][
         "allocation_requests"]) == 300
     assert sorted(judged) == sorted(set(judged)) and len(judged) == 300
+
+
+def test_after_a_facts_write_only_the_trees_it_touched_are_judged_again(
+        apps, monkeypatch):
+    """A refresh carries the judged trees over: a write to one provider's
+    facts, or a new provider, costs the next request one tree's judging,
+    and the answers still follow the writes."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(13))
+    nodes = [world.provider(f"cn{n}", inventory={"VCPU": world.inv(4)}) for n in range(200)]
+    assert wsgi(memory, "PUT", "/traits/CUSTOM_B")[0] == 201
+    judged = []
+    real = viable.Viable._judge
+    monkeypatch.setattr(viable.Viable, "_judge",
+                        lambda self, roots: judged.extend(roots) or real(self, roots))
+    path = "/allocation_candidates?resources=VCPU:1&required=!CUSTOM_B"
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 200
+    assert len(judged) == 200
+    judged.clear()
+    _traits_to(memory, nodes[7], ["CUSTOM_B"])
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 199
+    assert len(judged) == 1, judged
+    judged.clear()
+    world.provider("late", inventory={"VCPU": world.inv(4)})
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 200
+    assert len(judged) == 1, judged
+
+
+def _traits_to(app, rp, names):
+    gen = _get(app, f"/resource_providers/{rp}/traits")["resource_provider_generation"]
+    status, out = wsgi(app, "PUT", f"/resource_providers/{rp}/traits", {
+        "resource_provider_generation": gen, "traits": names})
+    assert status == 200, out

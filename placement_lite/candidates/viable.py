@@ -23,6 +23,7 @@ for the trees it did not touch), so judging a tree is a few lookups.
 """
 from __future__ import annotations
 
+import bisect
 from typing import Optional
 
 from placement_lite.candidates import steps
@@ -82,14 +83,16 @@ class Viable:
     def first(self, count: Optional[int] = None) -> list:
         """The viable trees' roots, ascending: at least the first `count`
         of them where there are as many (None: all of them)."""
+        # (the root the judging stopped before, None when all are judged;
+        # the viable roots before it)
         state = self.kept.note
         if state is None:
-            allowed = narrowed(self.snap, self.plan)
-            state = (0, []) if allowed is None else (None, self._judge(sorted(allowed)))
-        done, found = state
-        if done is None or (count is not None and len(found) >= count):
+            state = self.kept.note = self._start()
+        upto, found = state
+        if upto is None or (count is not None and len(found) >= count):
             return found
         roots = self.snap.roots
+        done = bisect.bisect_left(roots, upto)
         while done < len(roots) and (count is None or len(found) < count):
             # As many trees as viable ones are still wanted (each may be),
             # twice over, so a sparse request doubles its reach each time.
@@ -98,12 +101,32 @@ class Viable:
             # A new list, never one a request on another thread reads.
             found = found + self._judge(chunk)
             done += len(chunk)
-        if done >= len(roots):
-            done = None
-            if len(found) == len(roots):
-                found = roots  # every tree: the copy's own list, not another
-        self.kept.note = (done, found)
+        upto = roots[done] if done < len(roots) else None
+        if upto is None and len(found) == len(roots):
+            found = roots  # every tree: the copy's own list, not another
+        self.kept.note = (upto, found)
         return found
+
+    def _start(self) -> tuple:
+        """What the copy before judged, where a refresh left most trees
+        as they were: the trees it touched are judged again (those the
+        judging had reached); else nothing judged yet, or, narrowed by
+        the indexes, every tree that can pass, judged now."""
+        allowed = narrowed(self.snap, self.plan)
+        before, gone = self.kept.before, self.kept.gone
+        old = before.note if before is not None else None
+        if old is None or len(gone) > max(64, len(old[1]) // 4):
+            return (None, self._judge(sorted(allowed))) if allowed is not None else (
+                self.snap.roots[0] if self.snap.roots else None, [])
+        upto, found = old
+        root = self.snap.root
+        touched = {root[rp] for rp in gone if rp in root}
+        if allowed is not None:
+            touched &= allowed
+        if upto is not None:
+            touched = {r for r in touched if r < upto}
+        keep = [r for r in found if r not in gone]
+        return upto, sorted(set(keep).union(self._judge(sorted(touched))))
 
     def _judge(self, roots) -> list:
         tree = self._tree
