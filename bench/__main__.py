@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 
-from bench import complete, instructions, loader, matrix, runner, serving, worlds
+from bench import complete, full, instructions, loader, matrix, runner, serving, worlds
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -171,6 +171,7 @@ def main(argv=None):
     p.add_argument("--per-client", type=int, default=20)
     p.add_argument("--big", type=int, default=100000)
     matrix.add_parser(sub)
+    full.add_parser(sub)
     instructions.add_parser(sub)
     args = parser.parse_args(argv)
     try:
@@ -186,6 +187,10 @@ def _run(args):
     if args.command == "instructions":
         print(instructions.table(instructions.instructions(args)))
         return 0
+    if args.command == "full":
+        result = full.run(args)
+        print(json.dumps(result, indent=2) if args.json else full.table(result))
+        return
     if args.command == "matrix":
         result = matrix.matrix(args)
         print(json.dumps(result, indent=2) if args.json else matrix.table(result))

@@ -33,6 +33,7 @@ reaches.
 """
 from __future__ import annotations
 
+import random
 import re
 import threading
 import time
@@ -142,7 +143,8 @@ def _send(client, method, url_path, body, expect=(200, 201, 204)):
 
 def _provider(client, name, inventories, trait, parent=None, aggregate=True):
     """One provider through the API: created, its inventory, a trait and
-    (unless told not) the world's aggregate; the statements it took."""
+    (unless told not) the world's aggregate, and in a full cloud (FULL)
+    its usage; the statements it took."""
     rp = uid(name)
     body = {"name": name, "uuid": rp}
     if parent is not None:
@@ -155,6 +157,34 @@ def _provider(client, name, inventories, trait, parent=None, aggregate=True):
     if aggregate:
         sent += _send(client, "PUT", f"/resource_providers/{rp}/aggregates", {
             "resource_provider_generation": 2, "aggregates": [AGGREGATE]})
+    if FULL:
+        sent += _use(client, name, rp, inventories)
+    return sent
+
+
+# Grow full clouds: each provider 30-90% used as it is created (matrix
+# --cloud full sets it).
+FULL = False
+_HOLDERS = 3
+
+
+def _use(client, name, rp, inventories):
+    """A share of 30-90% of each class of `rp` (drawn per provider, as
+    whole units), claimed by _HOLDERS new instances of its own."""
+    share = random.Random(name).uniform(0.3, 0.9)
+    sent = 0
+    for k in range(_HOLDERS):
+        held = {}
+        for rc, spec in inventories.items():
+            want = int(spec["total"] * share)
+            n = want // _HOLDERS + (1 if k < want % _HOLDERS else 0)
+            if n:
+                held[rc] = n
+        if held:
+            sent += _send(client, "PUT", f"/allocations/{uid(f'{name}-holder-{k}')}", {
+                "allocations": {rp: {"resources": held}},
+                "project_id": uid(f"grown-project-{k}"), "user_id": uid("grown-user"),
+                "consumer_generation": None, "consumer_type": "INSTANCE"})
     return sent
 
 

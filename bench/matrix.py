@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -59,7 +60,8 @@ def _fresh_db(db: str, workdir: str, tag: str) -> str:
         return f"sqlite:///{os.path.join(workdir, name)}"
     from sqlalchemy import create_engine, text
     base = SERVERS[db]
-    name = f"plbench_{tag}_{uuidlib.uuid4().hex[:8]}"
+    safe = re.sub(r"\W", "_", tag)  # a database name: letters, digits, _
+    name = f"plbench_{safe}_{uuidlib.uuid4().hex[:8]}"
     admin = base + ("postgres" if db == "postgresql" else "")
     eng = create_engine(admin, isolation_level="AUTOCOMMIT")
     with eng.connect() as conn:
@@ -397,10 +399,11 @@ def _sizes(args, wl):
     worlds go to separate sides' databases only when asked."""
     names = " ".join(w[0] for w in wl)
     sizes = []
+    full = "+full" if args.cloud == "full" else ""
     if "flat 1k" in names:
-        sizes.append(("flat", 1000))
+        sizes.append(("flat" + full, 1000))
     if "nested" in names:
-        sizes.append(("nested", 1000))
+        sizes.append(("nested" + full, 1000))
     if "usages" in names:
         sizes += [("usages", n) for n in sorted({1000, args.usages})]
     if "claims" in names:
@@ -521,7 +524,8 @@ def matrix(args):
             try:
                 for label, tree in trees:
                     port += 1
-                    sizes = [("flat", big)] if big else _sizes(args, items)
+                    full = "+full" if args.cloud == "full" else ""
+                    sizes = [("flat" + full, big)] if big else _sizes(args, items)
                     db = args.base_db if label == "base" and args.base_db else args.db
                     sides.append(Side(label, tree, db, workdir, port,
                                       args.workers, args.threads, sizes))
@@ -541,7 +545,7 @@ def matrix(args):
     finally:
         remove_worktrees(worktrees)
     machine.append(runner.machine_ms())
-    return {"machine_ms": machine, "db": args.db, "workers": args.workers, "threads": args.threads,
+    return {"machine_ms": machine, "db": args.db, "cloud": args.cloud, "workers": args.workers, "threads": args.threads,
             "compare": args.compare, "new": args.new or "working tree", "minutes": round((time.time() - started) / 60, 1),
             "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows,
             "answers_checked": checked[0]}
@@ -578,6 +582,7 @@ def _grown(trees, args, workdir, port, rows, checked):
     the timed queries run in alternating rounds as elsewhere. Counts are
     checked against the reference server and the world's definition."""
     plan = grow.parse_plan(args.grow)
+    grow.FULL = args.cloud == "full"
     sides = []
     try:
         for label, tree in trees:
@@ -713,6 +718,9 @@ def add_parser(sub):
                    "batch of writes per step: N flat providers or RxC (R roots "
                    "of C children); '' for none (default %(default)s)")
     p.add_argument("--only", help="comma-separated name fragments of workloads")
+    p.add_argument("--cloud", choices=("idle", "full"), default="idle",
+                   help="full: the flat and nested worlds with every provider "
+                   "30-90%% used, by three consumers each (bench/worlds.py fill)")
     p.add_argument("--port", type=int, default=18900)
     p.add_argument("--workdir", default=None)
     p.add_argument("--json", action="store_true", help="print JSON, not the table")

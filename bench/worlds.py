@@ -17,12 +17,18 @@ Shapes (Placement's gate/perfload-* jobs):
   nested query;
 - race: COUNT providers with VCPU 50 (ratio 1) for the claims workloads;
 - usages: COUNT consumers of one project (uuid5 of the count), each with
-  VCPU 1 and MEMORY_MB 256 on the `race` providers' neighbours.
+  VCPU 1 and MEMORY_MB 256 on the `race` providers' neighbours;
+- cloud-idle / cloud-full: a cloud of COUNT compute nodes (the flat
+  shape's inventory, not in the pools) and, after them, the pools of 64
+  idle nodes that bench/full.py's schedulers claim from; in the full
+  variant every node carries 30-90% of its capacity, held by several
+  consumers of many projects (bench/full.py says how many).
 Provider and project ids are uuid5 of their names, so the benchmark knows
 them without asking.
 """
 from __future__ import annotations
 
+import random
 import sys
 import uuid as uuidlib
 
@@ -128,7 +134,10 @@ FLAT = {"VCPU": 32, "MEMORY_MB": 8192, "DISK_GB": 8192}
 
 
 def load(url: str, shape: str, count: int) -> None:
+    """Load world `shape` of `count`; a shape ending in "+full" is that
+    world with every provider 30-90% used (fill)."""
     from placement_lite.db import tables as t
+    shape, _plus, variant = shape.partition("+")
     db = open_db(url)
     with db.write() as conn:
         bulk = Bulk(conn)
@@ -155,11 +164,17 @@ def load(url: str, shape: str, count: int) -> None:
         elif shape == "race":
             for i in range(count):
                 bulk.provider(f"race-{i}", inventory={"VCPU": 50})
+        elif shape in ("cloud-idle", "cloud-full"):
+            load_cloud(conn, t, bulk, count, shape == "cloud-full")
+            _rebuild_usage_summary(conn)
         elif shape == "usages":
             bulk.flush()
             _usages(conn, t, bulk, count)
             _rebuild_usage_summary(conn)
         bulk.flush()
+        if variant == "full":
+            fill(conn, t, shape)
+            _rebuild_usage_summary(conn)
         if db.backend == "postgresql":
             # Explicit ids do not move PostgreSQL's sequences; the API's
             # inserts afterwards must not collide with the loaded rows.
@@ -235,6 +250,141 @@ def _usages(conn, t, bulk, count):
             dict(resource_provider_id=rps[c % 100], consumer_id=c,
                  resource_class_id=rc, used=used)
             for c in ids for rc, used in ((vcpu, 1), (mem, 256))])
+
+
+def fill(conn, t, tag: str, consumers: int = 3) -> None:
+    """Every provider with inventory 30-90% used (a share drawn per
+    provider, of each class's capacity, less what it already holds), by
+    `consumers` new consumers each, of PROJECTS projects: a cloud in
+    service rather than a perfload world waiting for its first instance.
+    Each amount keeps the inventory's unit limits."""
+    rng = random.Random(tag)
+    inv = t.inventories
+    rows = conn.execute(select(
+        inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total, inv.c.reserved,
+        inv.c.allocation_ratio, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
+        select(func.coalesce(func.sum(t.allocations.c.used), 0)).where(
+            t.allocations.c.resource_provider_id == inv.c.resource_provider_id,
+            t.allocations.c.resource_class_id == inv.c.resource_class_id)
+        .scalar_subquery()).order_by(inv.c.resource_provider_id, inv.c.resource_class_id)).all()
+    by_rp: dict = {}
+    for row in rows:
+        by_rp.setdefault(row[0], []).append(row[1:])
+    projects = [conn.execute(insert(t.projects).values(
+        external_id=uid(f"fill-{tag}-project-{p}"))).inserted_primary_key[0]
+        for p in range(PROJECTS)]
+    user = conn.execute(insert(t.users).values(
+        external_id=uid(f"fill-{tag}-user"))).inserted_primary_key[0]
+    next_id = (conn.execute(select(func.max(t.consumers.c.id))).scalar() or 0) + 1
+    made, allocs = [], []
+    for rp, classes in by_rp.items():
+        share = rng.uniform(0.3, 0.9)
+        # Per consumer, (class, amount) it holds: the class's share split
+        # as evenly as the unit limits let it.
+        held: list = [[] for _ in range(consumers)]
+        for rc, total, reserved, ratio, lo, hi, step, used in classes:
+            want = int((total - reserved) * ratio * share) - used
+            for k in range(consumers):
+                n = want // consumers + (1 if k < want % consumers else 0)
+                n = min(n - n % max(step, 1), hi)
+                if n >= max(lo, 1):
+                    held[k].append((rc, n))
+        for amounts in held:
+            if not amounts:
+                continue
+            made.append(dict(id=next_id, uuid=uid(f"fill-{tag}-consumer-{next_id}"),
+                             project_id=projects[next_id % PROJECTS], user_id=user,
+                             generation=1))
+            allocs += [dict(resource_provider_id=rp, consumer_id=next_id,
+                            resource_class_id=rc, used=n) for rc, n in amounts]
+            next_id += 1
+        if len(made) >= BATCH:
+            conn.execute(insert(t.consumers), made)
+            conn.execute(insert(t.allocations), allocs)
+            made, allocs = [], []
+    if made:
+        conn.execute(insert(t.consumers), made)
+        conn.execute(insert(t.allocations), allocs)
+
+
+# The clouds of bench/full.py.
+POOL_SIZE = 64
+POOL_VCPU = 14
+POOLS = 5  # pool 0 for the filtered query; one per scheduler round after
+USAGE_CONSUMERS = 1000
+PROJECTS = 100
+CONSUMERS_MAX = 100_000
+
+
+def pool_aggregate(k: int) -> str:
+    return uid(f"pool-aggregate-{k}")
+
+
+def cloud_usage_project() -> str:
+    return uid("cloud-usage-project")
+
+
+def consumers_for(count: int) -> int:
+    """Consumers in a full cloud of `count` nodes: ten per node, at most
+    CONSUMERS_MAX (a 10,000-node cloud holds 100,000)."""
+    return max(count, min(CONSUMERS_MAX, 10 * count))
+
+
+def load_cloud(conn, t, bulk, count: int, in_use: bool) -> None:
+    """The cloud's rows (called by bench/worlds.py's loader)."""
+    nodes = [bulk.provider(f"node-{i}", inventory=FLAT, traits=["HW_CPU_X86_AVX2"],
+                           aggregate=True) for i in range(count)]
+    # The pools last: a walk of the cloud in id order meets them last.
+    for k in range(POOLS):
+        agg = conn.execute(insert(t.placement_aggregates).values(
+            uuid=pool_aggregate(k))).inserted_primary_key[0]
+        for j in range(POOL_SIZE):
+            rp = bulk.provider(f"pool-{k}-{j}", inventory={
+                "VCPU": POOL_VCPU, "MEMORY_MB": 65536, "DISK_GB": 8192},
+                traits=["HW_CPU_X86_AVX2"])
+            bulk.rpa.append(dict(resource_provider_id=rp, aggregate_id=agg))
+    bulk.flush()
+    if in_use:
+        _hold(conn, t, bulk, nodes)
+
+
+def _hold(conn, t, bulk, nodes: list) -> None:
+    """Every node 30-90% used, by consumers_for(len(nodes)) consumers:
+    consumer c on node c % N; the first USAGE_CONSUMERS of the usage
+    project, the others of PROJECTS projects."""
+    rng = random.Random(len(nodes))
+    n = len(nodes)
+    total = consumers_for(n)
+    projects = [conn.execute(insert(t.projects).values(
+        external_id=uid(f"cloud-project-{p}"))).inserted_primary_key[0]
+        for p in range(PROJECTS)]
+    usage = conn.execute(insert(t.projects).values(
+        external_id=cloud_usage_project())).inserted_primary_key[0]
+    users = [conn.execute(insert(t.users).values(
+        external_id=uid(f"cloud-user-{u}"))).inserted_primary_key[0] for u in range(10)]
+    # Each node's share, split evenly among the consumers on it.
+    share = [rng.uniform(0.3, 0.9) for _ in range(n)]
+    per_node = [total // n + (1 if i < total % n else 0) for i in range(n)]
+    rc = bulk.rc
+    first = (conn.execute(select(func.max(t.consumers.c.id))).scalar() or 0) + 1
+    batch = 2000
+    for start in range(0, total, batch):
+        rows, allocs = [], []
+        for c in range(start, min(start + batch, total)):
+            i = c % n
+            k = per_node[i]
+            f = share[i] / k
+            owner = usage if c < USAGE_CONSUMERS else projects[c % PROJECTS]
+            rows.append(dict(id=first + c, uuid=uid(f"cloud-consumer-{c}"),
+                             project_id=owner, user_id=users[c % 10], generation=1))
+            for name, amount in (("VCPU", max(1, int(FLAT["VCPU"] * f))),
+                                 ("MEMORY_MB", max(256, int(FLAT["MEMORY_MB"] * f) // 256 * 256)),
+                                 ("DISK_GB", max(1, int(FLAT["DISK_GB"] * f)))):
+                allocs.append(dict(resource_provider_id=nodes[i], consumer_id=first + c,
+                                   resource_class_id=rc[name], used=amount))
+        conn.execute(insert(t.consumers), rows)
+        conn.execute(insert(t.allocations), allocs)
+
 
 
 if __name__ == "__main__":

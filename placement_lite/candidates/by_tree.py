@@ -24,6 +24,8 @@ from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.plan import Lookups
 from placement_lite.candidates.query import CandidateRequest
 from placement_lite.candidates.snapshot import Snapshot
+from placement_lite.candidates import viable
+from placement_lite.candidates.viable import Viable
 
 # A full answer kept tree by tree for at most this many trees (beyond,
 # each request works the answer out whole, as a bounded one does).
@@ -130,30 +132,42 @@ class _TreeAnswer:
         self.kept = kept_for(kept, snapshot, _answer_shape(req, self.search.plan),
                              by_tree=True)
         self.usage_keys = kept_for(kept, snapshot, ("usage keys",), by_tree=True)
+        self.viable = Viable(self.reader, kept_for(
+            kept, snapshot, viable.shape_key(self.search.plan), by_tree=True))
         self.given = 0  # candidates in the answer so far
         self.work = 0  # combination steps the answer's trees took
         self.last: Optional[int] = None
 
     def parts(self) -> Parts:
-        roots, members = self.snap.roots, self.snap.members
+        # Only the trees the request's filters let through, before usage
+        # (viable.py): the others give nothing, whatever they use.
+        viable, members = self.viable, self.snap.members
         # Trees per `used` read: all; or as many as the last answer of this
         # shape went through, and an eighth more (or, first, a quarter more
         # than the bound: each tree gives one candidate or more, or none),
         # then doubling: a repeated request reads its usage in one statement.
         scanned = self.kept.note
         if self.bound is None:
+            roots = viable.first()
             size = len(roots)
-        elif scanned is None:
-            size = max(MIN_SPAN, self.bound + self.bound // 4)
         else:
-            size = max(MIN_SPAN, scanned + scanned // 8)
+            size = max(MIN_SPAN, (self.bound + self.bound // 4 if scanned is None
+                                  else scanned + scanned // 8))
+            roots = viable.first(size)
         if size >= len(roots):
-            # Every tree's usage is read: in one statement, by range.
-            self.reader.read_all_used()
+            if roots is self.snap.roots:
+                # Every tree's usage is read: in one statement, by range.
+                self.reader.read_all_used()
+            else:
+                self.reader.read_used([rp for tree in roots for rp in members[tree]])
         out: list = []
         at = 0
-        while at < len(roots):
+        while True:
+            if at + size > len(roots):
+                roots = viable.first(at + size)
             trees = roots[at:at + size]
+            if not trees:
+                break
             size = min(2 * size, MAX_RUN)
             if not self.reader.all_read:
                 self.reader.read_used([rp for tree in trees for rp in members[tree]])
@@ -164,7 +178,7 @@ class _TreeAnswer:
                     self.kept.note = at + i
                     return self._within_budget(out)
             at += len(trees)
-        self.kept.note = len(roots)
+        self.kept.note = at
         return self._within_budget(out)
 
     def _within_budget(self, out: list) -> Parts:

@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Optional
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates import combiner, filters
+from placement_lite.candidates import combiner, filters, viable
 from placement_lite.candidates.facts import Sharing, Slice
 from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.memory import MemoryReader
@@ -271,6 +271,12 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
         return Result([], {}, {})
     bound = bound_of(req, max_candidates, randomize)
     search = Search(conn, req, lookups, bound, observer, snapshot=snapshot, kept=kept)
+    if snapshot is not None and not snapshot.sharing and observer is QUIET:
+        # Without sharing providers, only the trees the filters let
+        # through can give candidates (viable.py); an observer (explain)
+        # hears every tree.
+        search.trees = viable.Viable(search.reader, kept_for(
+            kept, snapshot, viable.shape_key(search.plan), by_tree=True)).first()
     found: list = []
     for cand in search.candidates():
         found.append(cand)

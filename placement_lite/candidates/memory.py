@@ -142,6 +142,15 @@ class MemoryReader(FactsReader):
         capacity against `used`."""
         return kept_for(self.kept, self.snap, (self.plan.slot_shape, kind))
 
+    def verdicts(self, kind: str, suffix: str = "", resources=()) -> tuple:
+        """(what is kept, how to work out one provider's) of the verdicts
+        of a group's filters: kind "unnumbered", or "numbered" for group
+        `suffix` asking for `resources` ((class id, amount) pairs)."""
+        if kind == "unnumbered":
+            return self._static("unnumbered"), self._unnumbered_facts
+        return (self._static(("numbered", suffix)),
+                self._numbered_facts(suffix, resources))
+
     def _checks(self, inv: dict, resources) -> list:
         """(class, amount, capacity or None where the unit limits refuse)."""
         out = []
@@ -170,7 +179,7 @@ class MemoryReader(FactsReader):
             self._steps[suffix] = found
         return found
 
-    def _view(self, rp: int) -> steps.ProviderView:
+    def view(self, rp: int) -> steps.ProviderView:
         snap = self.snap
         root = snap.root[rp]
         return steps.ProviderView(rp, snap.traits[rp], snap.aggregates[rp], root,
@@ -184,7 +193,7 @@ class MemoryReader(FactsReader):
         if all(cap is None for _rc, _a, cap in checks):
             return None
         everywhere, in_tree = self._tests("")
-        view = self._view(rp)
+        view = self.view(rp)
         if not all(test(view) for test in everywhere):
             return None
         traits, aggs = view.traits, view.aggregates
@@ -258,7 +267,7 @@ class MemoryReader(FactsReader):
             if any(cap is None for _rc, _a, cap in checks):
                 return None
             (tests,) = self._tests(suffix)
-            view = self._view(rp)
+            view = self.view(rp)
             if not all(test(view) for test in tests):
                 return None
             return _limits(rp, checks)
@@ -334,7 +343,7 @@ class MemoryReader(FactsReader):
         bad_ids = frozenset(known_ids(g.forbidden_aggs, lk.agg_ids)) if bad else ()
         tests = [step.test for step in steps.root_steps(plan.req, lk, RP)]
         for root in roots:
-            if tests and not all(test(self._view(root)) for test in tests):
+            if tests and not all(test(self.view(root)) for test in tests):
                 continue
             draft.root_ok.add(root)
             if bad:

@@ -1,0 +1,298 @@
+"""Full clouds: what a scheduler's requests cost once every provider
+carries usage, beside the same cloud idle (`python -m bench full`).
+
+A cloud of N compute nodes (the flat perfload shape, all in use in the
+full variant: 30-90% of each node's capacity held by several consumers
+of a hundred projects) and, after them in id order, POOLS pools of 64
+idle nodes, each pool an aggregate of its own with VCPU 14 per node (896
+units). Measured, in one alternating run over every side (each tree of
+code, each variant):
+
+- the scheduler's filtered query, `resources=VCPU:1,MEMORY_MB:256&
+  member_of=<pool 0>&limit=10`, each answer checked complete;
+- the scheduler loop: 20 clients, each asking that query of a fresh pool
+  `limit=10`, picking one candidate at random and claiming it with PUT
+  /allocations, until the pool has no candidate left; loops per second,
+  and the pool must end exactly full;
+- a claim (PUT /allocations of a new instance on a node of the cloud);
+- GET /usages of a project holding USAGE_CONSUMERS consumers.
+"""
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid as uuidlib
+from urllib.parse import urlencode
+
+from bench.client import Client
+from bench.worlds import (
+    POOL_SIZE, POOL_VCPU, POOLS, USAGE_CONSUMERS, cloud_usage_project, pool_aggregate, uid)
+
+STATEMENTS = "x-placement-lite-statements"
+
+
+def query_path(k: int = 0, limit: int = 10) -> str:
+    return "/allocation_candidates?" + urlencode({
+        "resources": "VCPU:1,MEMORY_MB:256", "member_of": pool_aggregate(k),
+        "limit": limit})
+
+
+# ------------------------------------------------------------ workloads
+def _exchange(client, method, path, body=None):
+    began = time.perf_counter()
+    status, raw, headers = client.exchange(method, path, body)
+    return time.perf_counter() - began, status, raw, headers
+
+
+def filtered(side, runs: int, expect) -> dict:
+    from bench import matrix
+    return matrix.latency(side, query_path(0), runs, expect)
+
+
+def claim(side, runs: int, rnd: int, count: int) -> dict:
+    """PUT /allocations of a new instance (VCPU 1, MEMORY_MB 256), each on
+    another node of the cloud."""
+    client = Client(side.http)
+    times, stmts = [], []
+    project, user = uid("bench-claims"), uid("bench-user")
+    cpu0 = side.cpu()
+    for j in range(runs):
+        node = uid(f"node-{(rnd * runs + j) * 7919 % count}")
+        elapsed, status, raw, headers = _exchange(
+            client, "PUT", f"/allocations/{uuidlib.uuid4()}", {
+                "allocations": {node: {"resources": {"VCPU": 1, "MEMORY_MB": 256}}},
+                "project_id": project, "user_id": user,
+                "consumer_generation": None, "consumer_type": "INSTANCE"})
+        if status != 204:
+            raise RuntimeError(f"claim answered {status}: {raw[:300]!r}")
+        times.append(elapsed)
+        if headers.get(STATEMENTS):
+            stmts.append(int(headers[STATEMENTS]))
+    return {"ms": times, "cpu_ms": 1000 * (side.cpu() - cpu0) / runs,
+            "stmts": statistics.median(stmts) if stmts else None}
+
+
+def usages(side, runs: int) -> dict:
+    """GET /usages of the project with USAGE_CONSUMERS consumers; the
+    answer must count them all."""
+    client = Client(side.http)
+    path = "/usages?" + urlencode({"project_id": cloud_usage_project()})
+    times, stmts = [], []
+    cpu0 = side.cpu()
+    for _ in range(runs):
+        elapsed, status, raw, headers = _exchange(client, "GET", path)
+        # Grouped by consumer type (1.38): these consumers have none.
+        body = json.loads(raw) if status == 200 else {"usages": {}}
+        counted = sum(g.get("consumer_count", 0) for g in body["usages"].values())
+        if counted != USAGE_CONSUMERS:
+            raise RuntimeError(f"GET {path}: {status} {raw[:300]!r}")
+        times.append(elapsed)
+        if headers.get(STATEMENTS):
+            stmts.append(int(headers[STATEMENTS]))
+    return {"ms": times, "cpu_ms": 1000 * (side.cpu() - cpu0) / runs,
+            "stmts": statistics.median(stmts) if stmts else None}
+
+
+def scheduler(side, pool: int, clients: int = 20) -> dict:
+    """`clients` schedulers racing for pool `pool`: each asks for
+    candidates (limit=10), claims one at random, and goes on until none
+    is left. Loops per second; the pool must end exactly full."""
+    path = query_path(pool)
+    project, user = uid("bench-scheduler"), uid("bench-user")
+    lock = threading.Lock()
+    tally = {"granted": 0, "refused": 0, "errors": 0, "get": [], "put": [], "stmts": []}
+
+    def work(i):
+        client = Client(side.http)
+        rng = random.Random(i)
+        while True:
+            got, status, raw, headers = _exchange(client, "GET", path)
+            if status != 200:
+                with lock:
+                    tally["errors"] += 1
+                return
+            found = json.loads(raw)["allocation_requests"]
+            if not found:
+                return
+            pick = rng.choice(found)
+            put, status, raw, h2 = _exchange(
+                client, "PUT", f"/allocations/{uuidlib.uuid4()}", {
+                    "allocations": pick["allocations"], "project_id": project,
+                    "user_id": user, "consumer_generation": None,
+                    "consumer_type": "INSTANCE"})
+            with lock:
+                tally["get"].append(got)
+                tally["put"].append(put)
+                key = {204: "granted", 409: "refused"}.get(status, "errors")
+                tally[key] += 1
+                if headers.get(STATEMENTS) and h2.get(STATEMENTS):
+                    tally["stmts"].append(int(headers[STATEMENTS]) + int(h2[STATEMENTS]))
+            if key == "errors":
+                return
+
+    cpu0 = side.cpu()
+    began = time.monotonic()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.monotonic() - began
+    cpu = side.cpu() - cpu0
+    loops = tally["granted"] + tally["refused"]
+    client = Client(side.http)
+    used = sum(client.get(f"/resource_providers/{uid(f'pool-{pool}-{j}')}/usages")[1]
+               ["usages"].get("VCPU", 0) for j in range(POOL_SIZE))
+    capacity = POOL_SIZE * POOL_VCPU
+    return {"per_s": loops / wall, "cpu_ms": 1000 * cpu / max(loops, 1),
+            "stmts": statistics.median(tally["stmts"]) if tally["stmts"] else None,
+            "exact": used == capacity and tally["granted"] == capacity
+            and not tally["errors"], "granted": tally["granted"],
+            "get_ms": 1000 * statistics.median(tally["get"]) if tally["get"] else None,
+            "put_ms": 1000 * statistics.median(tally["put"]) if tally["put"] else None}
+
+
+# --------------------------------------------------------------- driver
+def run(args) -> dict:
+    from bench import complete, matrix
+    workdir = tempfile.mkdtemp(prefix="pl-full-", dir=args.workdir)
+    trees = [("new", matrix.REPO)]
+    worktrees: list = []
+    if args.compare:
+        trees.insert(0, ("base", matrix.checkout(workdir, "base", args.compare, worktrees)))
+    variants = [v for v in ("idle", "full") if v in args.variants.split(",")]
+    rows: dict = {}
+    checked = [0]
+    started = time.time()
+    port = args.port
+    try:
+        for count in [int(x) for x in args.sizes.split(",")]:
+            sides = []
+            try:
+                for variant in variants:
+                    for label, tree in trees:
+                        port += 1
+                        side = matrix.Side(f"{label}-{variant}", tree, args.db, workdir, port,
+                                           args.workers, args.threads,
+                                           [(f"cloud-{variant}", count)])
+                        side.variant, side.code = variant, label
+                        sides.append(side)
+                        print(f"# {side.label} {count}: loaded {side.load_seconds}",
+                              file=sys.stderr)
+                _measure(sides, count, args, rows, checked, complete)
+            finally:
+                for side in sides:
+                    side.stop()
+    finally:
+        matrix.remove_worktrees(worktrees)
+    return {"db": args.db, "workers": args.workers, "threads": args.threads,
+            "compare": args.compare, "minutes": round((time.time() - started) / 60, 1),
+            "load_average": [round(x, 2) for x in __import__("os").getloadavg()],
+            "rows": rows, "answers_checked": checked[0]}
+
+
+def _measure(sides, count, args, rows, checked, complete) -> None:
+    from bench import matrix
+    size = f"{count // 1000}k" if count >= 1000 else str(count)
+
+    def rounds(name, work, n_rounds, applies=lambda side: True):
+        per = {s.label: [] for s in sides if applies(s)}
+        for rnd in range(n_rounds):
+            order = sides if rnd % 2 == 0 else sides[::-1]
+            for side in order:
+                if applies(side):
+                    per[side.label].append(work(side, rnd))
+        rows[name] = {label: matrix._merge(res) for label, res in per.items()}
+        for label, res in per.items():
+            for key in ("get_ms", "put_ms"):
+                if res and key in res[0]:
+                    rows[name][label][key] = statistics.median(
+                        r[key] for r in res if r[key] is not None)
+        print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
+
+    def query(side, rnd):
+        expect = complete.Expected(f"cloud {size}: filtered limit=10 [{side.label}]",
+                                   side.reference, query_path(0), 10)
+        out = filtered(side, max(2, args.runs // args.rounds), expect)
+        expect.settle()
+        checked[0] += expect.checked
+        return out
+
+    rounds(f"cloud {size}: filtered query, limit=10", query, args.rounds)
+    rounds(f"cloud {size}: claim (PUT /allocations)",
+           lambda side, rnd: claim(side, max(2, args.runs // args.rounds), rnd, count),
+           args.rounds)
+    rounds(f"cloud {size}: GET /usages, {USAGE_CONSUMERS} consumers",
+           lambda side, rnd: usages(side, max(2, args.runs // args.rounds)), args.rounds,
+           applies=lambda side: side.variant == "full")
+    loops = min(args.loops, POOLS - 1)
+    if loops:
+        rounds(f"cloud {size}: scheduler loop, 20 clients", lambda side, rnd:
+               scheduler(side, 1 + rnd), loops)
+
+
+def add_parser(sub):
+    p = sub.add_parser("full", help="issue 29: full clouds beside idle ones, "
+                       "optionally against another commit, alternately")
+    p.add_argument("--db", choices=("sqlite", "mysql", "mysqldb", "postgresql"),
+                   default="sqlite")
+    p.add_argument("--sizes", default="3000,10000",
+                   help="cloud sizes (compute nodes besides the pools)")
+    p.add_argument("--variants", default="idle,full")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--compare", help="a commit to run alternately against this tree")
+    p.add_argument("--runs", type=int, default=40, help="requests per latency figure")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--loops", type=int, default=2,
+                   help=f"scheduler rounds per side (at most {POOLS - 1})")
+    p.add_argument("--port", type=int, default=19300)
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def table(result) -> str:
+    """One line per figure: each side's median (CPU, statements), then
+    new against base per variant and full against idle for the new code."""
+    rows = result["rows"]
+    labels = [lab for lab in ("base-idle", "new-idle", "base-full", "new-full")
+              if any(lab in per for per in rows.values())]
+    head = ["figure"] + labels + ["new/base idle", "new/base full", "full/idle (new)"]
+    lines = [f"{result['db']}, {result['workers']} workers x {result['threads']} threads, "
+             f"load average {result['load_average']}, {result['minutes']} min; "
+             f"{result['answers_checked']} timed candidates answers checked complete",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def ratio(per, a, b):
+        x, y = per.get(a, {}).get("median"), per.get(b, {}).get("median")
+        if not x or not y:
+            return "-"
+        unit = per[a]["unit"]
+        return f"{(x / y if unit in ('ms', 'MiB') else y / x):.2f}x"
+
+    for name, per in rows.items():
+        cells = [name]
+        for lab in labels:
+            fig = per.get(lab)
+            if not fig:
+                cells.append("-")
+                continue
+            text = f"{fig['median']:.2f} {fig['unit']}"
+            if fig.get("exact") is not None:
+                text += " exact" if fig["exact"] else " NOT EXACT"
+            text += f" ({fig['cpu_ms']:.1f} ms CPU"
+            text += f", {fig['stmts']:g} stmts)" if fig.get("stmts") else ")"
+            if fig.get("get_ms") is not None:
+                text += f"; GET {fig['get_ms']:.1f} / PUT {fig['put_ms']:.1f} ms"
+            cells.append(text)
+        # base over new (a higher number: the new code is faster)
+        cells += [ratio(per, "base-idle", "new-idle"), ratio(per, "base-full", "new-full"),
+                  ratio(per, "new-idle", "new-full")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""A request reads the usage of, and walks, only the trees its filters let
+through before usage (candidates/viable.py), and answers as SQL does.
+
+In a cloud where every provider carries usage, reading every tree's
+`used` made a query for one aggregate cost what the cloud holds. These
+tests hold the narrowing to two promises: the answer is still the one
+SQL gives (random worlds without sharing providers, random requests
+heavy in member_of, in_tree, root_required and granular groups, writes
+of every kind in between, so each tree's kept verdict must follow its
+facts); and a query for one aggregate reads no other tree's usage.
+"""
+from __future__ import annotations
+
+import json
+import random
+from urllib.parse import urlencode
+
+import pytest
+from sqlalchemy import select
+
+from placement_lite.app import create_app
+from placement_lite.candidates import memory as memory_module, viable
+from placement_lite.config import Settings
+from placement_lite.db import tables as t
+from tests.random_world import TRAITS, Builder, candidate_query, wsgi
+from tests.test_candidates_memory import (
+    _aggregates, _alike, _claim, _create, _delete, _get, _inventory, _move)
+
+
+@pytest.fixture
+def apps(db):
+    return (create_app(Settings(db=db.url), db),
+            create_app(Settings(db=db.url, facts_in_memory=False), db))
+
+
+def _traits(rng, world, app, rp):
+    """New traits, never the sharing one (a sharing provider takes the
+    answer off the path by tree)."""
+    gen = _get(app, f"/resource_providers/{rp}/traits")["resource_provider_generation"]
+    return wsgi(app, "PUT", f"/resource_providers/{rp}/traits", {
+        "resource_provider_generation": gen,
+        "traits": rng.sample(TRAITS + ["CUSTOM_A", "CUSTOM_B"], rng.randint(0, 3))})
+
+
+WRITES = [_inventory, _traits, _traits, _aggregates, _aggregates, _create, _move,
+          _delete, _claim, _claim]
+
+
+def _filtered_query(rng, world) -> list:
+    """A random request, most often narrowed by aggregate or tree."""
+    params = candidate_query(rng, world)
+    roots = [u for u, p in world.providers.items() if p["parent"] is None]
+    pick = rng.random()
+    groups = sorted({k[len("resources"):] for k, _v in params if k.startswith("resources")})
+    suffix = rng.choice(groups) if groups else ""
+    if pick < 0.5:
+        agg = rng.choice(world.aggregates)
+        params.append((f"member_of{suffix}", rng.choice(
+            [agg, "in:" + ",".join(rng.sample(world.aggregates, 2)), "!" + agg])))
+    elif pick < 0.65 and roots:
+        params.append((f"in_tree{suffix}", rng.choice(roots)))
+    elif pick < 0.8:
+        params.append(("root_required", rng.choice(["CUSTOM_A", "!CUSTOM_B"])))
+    return params
+
+
+@pytest.mark.parametrize("seed", [29, 2029, 4029])
+def test_the_viable_trees_answer_as_sql_does_after_every_write(apps, seed):
+    memory, sql = apps
+    rng = random.Random(seed)
+    world = Builder(memory, rng)
+    world.build(sharing=False)
+    found = 0
+    for _ in range(40):
+        write = rng.choice(WRITES)
+        write(rng, world, rng.choice([memory, sql]), rng.choice(sorted(world.providers)))
+        for _ in range(6):
+            query = _filtered_query(rng, world)
+            status, body = _alike(memory, sql, "/allocation_candidates?" + urlencode(query),
+                                  rng.choice(["1.17", "1.29", "1.39"]))
+            found += status == 200 and bool(body["allocation_requests"])
+            _alike(memory, sql, "/allocation_candidates?" + urlencode(
+                query + [("limit", str(rng.randint(1, 3)))]), "1.39")
+    # Compared something real: many answers held candidates.
+    assert found >= 10, found
+
+
+def _requests(body) -> list:
+    return sorted(json.dumps(r, sort_keys=True) for r in body["allocation_requests"])
+
+
+@pytest.mark.parametrize("seed", [31, 2031])
+def test_a_random_sample_is_drawn_from_the_viable_trees_answer(db, apps, seed,
+                                                              monkeypatch):
+    """randomize_allocation_candidates searches (not by tree) over the
+    viable trees: asked for more than there are, it gives every
+    candidate SQL gives, in some order."""
+    _memory, sql = apps
+    narrowed = []
+    real = viable.Viable.first
+    monkeypatch.setattr(viable.Viable, "first",
+                        lambda self, count=None: narrowed.append(1) or real(self, count))
+    shuffled = create_app(Settings(db=db.url, randomize_allocation_candidates=True), db)
+    rng = random.Random(seed)
+    world = Builder(shuffled, rng)
+    world.build(sharing=False)
+    found = 0
+    for _ in range(12):
+        write = rng.choice(WRITES)
+        write(rng, world, rng.choice([shuffled, sql]), rng.choice(sorted(world.providers)))
+        for _ in range(6):
+            path = "/allocation_candidates?" + urlencode(
+                _filtered_query(rng, world) + [("limit", "100000")])
+            mine, theirs = wsgi(shuffled, "GET", path), wsgi(sql, "GET", path)
+            assert mine[0] == theirs[0], (path, mine, theirs)
+            if mine[0] == 200:
+                assert _requests(mine[1]) == _requests(theirs[1]), path
+                found += bool(mine[1]["allocation_requests"])
+    assert found >= 5, found
+    assert narrowed  # the searches went over the viable trees
+
+
+def test_a_query_for_one_aggregate_reads_no_other_trees_usage(db, apps, monkeypatch):
+    """Forty compute nodes, every one in use; the last four in aggregate
+    A. A query for A reads `used` of A's trees only, and answers as SQL."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(7))
+    agg = world.uuid()
+    nodes = [world.provider(f"cn{n}", inventory={"VCPU": world.inv(8),
+                                                 "MEMORY_MB": world.inv(4096)},
+                            aggs=[agg] if n >= 36 else [])
+             for n in range(40)]
+    for n, rp in enumerate(nodes):
+        status, out = wsgi(memory, "PUT", f"/allocations/{world.uuid()}", {
+            "allocations": {rp: {"resources": {"VCPU": 1 + n % 4}}},
+            "project_id": world.uuid(), "user_id": world.uuid(),
+            "consumer_generation": None, "consumer_type": "INSTANCE"}, version="1.39")
+        assert status == 204, out
+    with db.read() as conn:
+        ids = dict(conn.execute(select(t.resource_providers.c.uuid,
+                                       t.resource_providers.c.id)).all())
+    in_a = {ids[rp] for rp in nodes[36:]}
+    read, whole = [], []
+    real_read, real_all = (memory_module.MemoryReader.read_used,
+                           memory_module.MemoryReader.read_all_used)
+    monkeypatch.setattr(memory_module.MemoryReader, "read_used",
+                        lambda self, rps: read.extend(rps) or real_read(self, rps))
+    monkeypatch.setattr(memory_module.MemoryReader, "read_all_used",
+                        lambda self: whole.append(1) or real_all(self))
+    path = "/allocation_candidates?" + urlencode(
+        {"resources": "VCPU:1,MEMORY_MB:256", "member_of": agg, "limit": 2})
+    for _ in range(2):
+        read.clear()
+        status, body = _alike(memory, sql, path)
+        assert status == 200 and len(body["allocation_requests"]) == 2
+        assert not whole
+        assert read and set(read) <= in_a, sorted(read)
+    # The whole answer too reads A's trees alone.
+    read.clear()
+    path = "/allocation_candidates?" + urlencode(
+        {"resources": "VCPU:1,MEMORY_MB:256", "member_of": agg})
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 4
+    assert not whole and set(read) <= in_a
+
+
+def test_a_bounded_answer_judges_only_as_far_as_it_scans(apps, monkeypatch):
+    """Without member_of or in_tree every tree may be viable: a request
+    for two candidates judges the first trees, not all of them; asked
+    again it judges none; a full answer then judges the rest once."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(11))
+    for n in range(300):
+        world.provider(f"cn{n}", inventory={"VCPU": world.inv(4)})
+    judged = []
+    real = viable.Viable._judge
+    monkeypatch.setattr(viable.Viable, "_judge",
+                        lambda self, roots: judged.extend(roots) or real(self, roots))
+    path = "/allocation_candidates?resources=VCPU:1&limit=2"
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 2
+    assert 0 < len(judged) < 100, len(judged)
+    first = len(judged)
+    _alike(memory, sql, path)
+    assert len(judged) == first
+    assert len(_alike(memory, sql, "/allocation_candidates?resources=VCPU:1")[1][
+        "allocation_requests"]) == 300
+    assert sorted(judged) == sorted(set(judged)) and len(judged) == 300
+
+
+def test_after_a_facts_write_only_the_trees_it_touched_are_judged_again(
+        apps, monkeypatch):
+    """A refresh carries the judged trees over: a write to one provider's
+    facts, or a new provider, costs the next request one tree's judging,
+    and the answers still follow the writes."""
+    memory, sql = apps
+    world = Builder(memory, random.Random(13))
+    nodes = [world.provider(f"cn{n}", inventory={"VCPU": world.inv(4)}) for n in range(200)]
+    assert wsgi(memory, "PUT", "/traits/CUSTOM_B")[0] == 201
+    judged = []
+    real = viable.Viable._judge
+    monkeypatch.setattr(viable.Viable, "_judge",
+                        lambda self, roots: judged.extend(roots) or real(self, roots))
+    path = "/allocation_candidates?resources=VCPU:1&required=!CUSTOM_B"
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 200
+    assert len(judged) == 200
+    judged.clear()
+    _traits_to(memory, nodes[7], ["CUSTOM_B"])
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 199
+    assert len(judged) == 1, judged
+    judged.clear()
+    world.provider("late", inventory={"VCPU": world.inv(4)})
+    assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 200
+    assert len(judged) == 1, judged
+
+
+def _traits_to(app, rp, names):
+    gen = _get(app, f"/resource_providers/{rp}/traits")["resource_provider_generation"]
+    status, out = wsgi(app, "PUT", f"/resource_providers/{rp}/traits", {
+        "resource_provider_generation": gen, "traits": names})
+    assert status == 200, out
