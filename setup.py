@@ -45,6 +45,8 @@ setup(
         "microversion-parse>=1.0",
         "PyYAML>=6.0",
         "Jinja2>=3.1",
+        # Judges every request, as it judges Placement's (api/policy.py).
+        "oslo.policy>=4.0",
     ],
     extras_require={
         "test": [
@@ -93,5 +95,10 @@ setup(
     },
     entry_points={
         "console_scripts": ["placement-lite = placement_lite.cli:main"],
+        # oslopolicy-sample-generator / -policy-generator --namespace placement_lite
+        "oslo.policy.policies": [
+            "placement_lite = placement_lite.api.policies:list_rules"],
+        "oslo.policy.enforcer": [
+            "placement_lite = placement_lite.api.policy:get_enforcer"],
     },
 )
