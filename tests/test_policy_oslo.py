@@ -84,7 +84,8 @@ def test_noauth2_credentials_are_placements(headers, token):
     assert auth.noauth2_identity(req).creds() == _oslo_values(seen)
 
 
-def test_is_admin_is_no_credential_so_is_admin_true_never_matches(tmp_path):
+def test_is_admin_is_no_credential_so_is_admin_true_never_matches(
+        tmp_path, oslo_checks_only):
     path = tmp_path / "policy.yaml"
     path.write_text('"placement:traits:list": "is_admin:True"\n')
     policy = Policy("secure-rbac", policy_file=str(path))

@@ -42,7 +42,8 @@ from tests.backends import fresh_database  # noqa: E402
 from tests.test_keystone import SERVICE_TOKEN, FakeKeystone  # noqa: E402
 
 # webob (under keystonemiddleware) still imports the deprecated cgi module.
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.usefixtures("oslo_checks_only")]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
