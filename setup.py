@@ -47,6 +47,8 @@ setup(
         "Jinja2>=3.1",
         # Reads OpenStack Placement's placement.conf as Placement does.
         "oslo.config>=9",
+        # Judges every request, as it judges Placement's (api/policy.py).
+        "oslo.policy>=4.0",
     ],
     extras_require={
         "test": [
@@ -103,5 +105,10 @@ setup(
     },
     entry_points={
         "console_scripts": ["placement-lite = placement_lite.cli:main"],
+        # oslopolicy-sample-generator / -policy-generator --namespace placement_lite
+        "oslo.policy.policies": [
+            "placement_lite = placement_lite.api.policies:list_rules"],
+        "oslo.policy.enforcer": [
+            "placement_lite = placement_lite.api.policy:get_enforcer"],
     },
 )

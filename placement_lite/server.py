@@ -90,21 +90,19 @@ def check_keystone(settings: Settings) -> None:
 
 
 def _build_app(settings: Settings, db: Database, warm: bool = False):
-    from placement_lite.api.policy import Policy
+    from placement_lite.api.policy import PolicyError
     from placement_lite.quota.enforce import EnforcementMismatch
 
-    if settings.policy_file:
-        try:
-            Policy.from_settings(settings.policy_profile, settings.policy_file)
-        except Exception as exc:  # noqa: BLE001 - any fault in the file
-            raise StartupError(
-                f"{settings.describe('policy_file')}: not a usable policy file "
-                f"({first_line(exc)}); it must map rule names to check "
-                "strings, in YAML or JSON", 2) from None
     try:
         return build_wsgi(settings, db, warm=warm)
     except EnforcementMismatch as exc:
         raise StartupError(str(exc), 2) from None
+    except PolicyError as exc:
+        # The app's one Enforcer refused the file (it is built once).
+        raise StartupError(
+            f"{settings.describe('policy_file')}: not a usable policy file "
+            f"({first_line(exc)}); it must map rule names to check "
+            "strings, in YAML or JSON", 2) from None
     except ImportError as exc:
         if settings.auth == "keystone":
             raise _keystone_missing(settings, exc) from None

@@ -82,8 +82,10 @@ class FakeKeystone:
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def issue(self, project_id, roles, user_id=None, system=False, domain_scope=None):
-        """A v3 token body, as Keystone returns it from GET /v3/auth/tokens."""
+    def issue(self, project_id, roles, user_id=None, system=False, domain_scope=None,
+              **extra):
+        """A v3 token body, as Keystone returns it from GET /v3/auth/tokens
+        (`extra`: more token fields, e.g. is_admin_project=False)."""
         domain = {"id": "default", "name": "Default"}
         user_id = user_id or uuid.uuid4().hex
         token = {
@@ -101,6 +103,7 @@ class FakeKeystone:
         else:
             token["project"] = {"id": project_id, "name": f"project-{project_id}",
                                 "domain": domain}
+        token.update(extra)
         token_id = uuid.uuid4().hex
         self.tokens[token_id] = {"token": token}
         return token_id

@@ -11,15 +11,17 @@ Placement's noauth drops it). `X-Domain-Id` makes it domain-scoped.
 
 `keystone` trusts the identity headers that keystonemiddleware's
 auth_token sets after validating the token (X-Identity-Status, X-User-Id,
-X-Project-Id or X-Domain-Id or OpenStack-System-Scope, X-Roles).
+X-Project-Id or X-Domain-Id or OpenStack-System-Scope, X-Roles, and the
+domain, service-token and admin-project headers).
 
-Every resource declares `policies = {"GET": "rule name", ...}`; the
-middleware enforces the rule before the responder runs (so a caller the
-rule refuses gets 403 before its body is looked at), with a target made
-of the route's fields and the query string (so `project_id` in
-`GET /usages?project_id=` is what project-scoped rules compare against);
-Placement's other rules are checked against the caller's own project and
-user, as Placement checks them (policy.Rule.caller_target).
+Either way the credentials are the ones oslo.context builds from those
+headers for Placement (Identity.creds()), and oslo.policy judges them
+(api/policy.py). Every resource declares `policies = {"GET": "rule name",
+...}`; the middleware enforces the rule before the responder runs (so a
+caller the rule refuses gets 403 before its body is looked at). The target
+is Placement's: the caller's own project and user for Placement's rules,
+`{"project_id": <the query's>}` for placement:usages; our own routes get
+the route's fields and the query string.
 """
 from __future__ import annotations
 
@@ -41,6 +43,27 @@ def is_public(resource, method: str) -> bool:
     return method in public or (method == "HEAD" and "GET" in public)
 
 
+def _environ(header: str) -> str:
+    return "HTTP_" + header.upper().replace("-", "_")
+
+
+# oslo.context's RequestContext.from_environ, the credentials Placement
+# judges: policy value -> the headers (as WSGI environ keys) it is read
+# from, the first present winning.
+HEADERS = {key: tuple(map(_environ, names)) for key, names in {
+    "user_id": ("X-User-Id", "X-User"),
+    "project_id": ("X-Project-Id", "X-Tenant-Id", "X-Tenant"),
+    "domain_id": ("X-Domain-Id",),
+    "system_scope": ("OpenStack-System-Scope",),
+    "user_domain_id": ("X-User-Domain-Id",),
+    "project_domain_id": ("X-Project-Domain-Id",),
+    "service_user_id": ("X-Service-User-Id",),
+    "service_user_domain_id": ("X-Service-User-Domain-Id",),
+    "service_project_id": ("X-Service-Project-Id",),
+    "service_project_domain_id": ("X-Service-Project-Domain-Id",),
+}.items()}
+
+
 @dataclass
 class Identity:
     user_id: str | None = None
@@ -48,15 +71,51 @@ class Identity:
     roles: list[str] = field(default_factory=list)
     system_scope: str | None = None
     domain_id: str | None = None
+    # The rest of what RequestContext.to_policy_values() holds
+    # (user_domain_id, service_roles, is_admin_project...).
+    others: dict = field(default_factory=dict)
 
     def creds(self) -> dict:
-        return {"user_id": self.user_id, "project_id": self.project_id,
-                "roles": [r.lower() for r in self.roles],
-                "system_scope": self.system_scope, "domain_id": self.domain_id}
+        """The credentials oslo.policy judges: exactly the keys of oslo.context's
+        RequestContext.to_policy_values(), as Placement passes them (no
+        `is_admin`: a Placement policy's `is_admin:True` never matches)."""
+        out = {"user_domain_id": None, "project_domain_id": None,
+               "is_admin_project": True, "service_user_id": None,
+               "service_user_domain_id": None, "service_project_id": None,
+               "service_project_domain_id": None, "service_roles": []}
+        out.update(self.others)
+        out.update(user_id=self.user_id, project_id=self.project_id,
+                   roles=list(self.roles), system_scope=self.system_scope,
+                   domain_id=self.domain_id)
+        return out
 
 
 def _roles(header: str | None) -> list[str]:
-    return [r.strip() for r in (header or "").split(",") if r.strip()]
+    # As oslo.context splits X-Roles (an empty entry stays, as there).
+    return [r.strip() for r in header.split(",")] if header else []
+
+
+def from_environ(env, **given) -> Identity:
+    """The identity oslo.context's from_environ builds from these headers,
+    with the values in `given` in place of theirs (what Placement's
+    noauth2 sets). Read from the WSGI environ: a request reads a dozen."""
+    values = {}
+    for key, names in HEADERS.items():
+        if key in given:
+            values[key] = given[key]
+            continue
+        values[key] = next((env[name] for name in names if name in env), None)
+    roles = given["roles"] if "roles" in given else _roles(
+        env.get("HTTP_X_ROLES", env.get("HTTP_X_ROLE")))
+    admin_project = env.get("HTTP_X_IS_ADMIN_PROJECT", "true").lower() == "true"
+    others = {k: v for k, v in values.items() if k not in _FIELDS}
+    others.update(service_roles=_roles(env.get("HTTP_X_SERVICE_ROLES")),
+                  is_admin_project=admin_project)
+    return Identity(values["user_id"], values["project_id"], roles,
+                    values["system_scope"], values["domain_id"], others)
+
+
+_FIELDS = ("user_id", "project_id", "system_scope", "domain_id")
 
 
 # What keystoneauth's `none` auth type (`openstack --os-auth-type none`)
@@ -65,6 +124,11 @@ NOAUTH_PLACEHOLDER = "notused"
 
 
 def noauth2_identity(req: falcon.Request, default_token: str | None = None) -> Identity:
+    """Placement's NoAuthMiddleware, then oslo.context: the token is
+    `user[:project]`; it sets the user, the project (unless the token is
+    system-scoped; X-Project-Id, read first, still wins) and the roles
+    (X-Roles, else `admin` for the user `admin`); every other identity
+    header is the request's own."""
     token = req.get_header("X-Auth-Token")
     if default_token and (not token or token == NOAUTH_PLACEHOLDER):
         token = default_token
@@ -72,33 +136,27 @@ def noauth2_identity(req: falcon.Request, default_token: str | None = None) -> I
         raise errors.ApiError(falcon.HTTP_401, "This request needs an "
                               "x-auth-token header (noauth2: 'user[:project]').")
     user_id, _sep, project_id = token.partition(":")
-    system_scope = req.get_header("OpenStack-System-Scope") or None
-    if system_scope:
-        # A system-scoped token belongs to no project.
-        project_id = req.get_header("X-Project-Id") or None
-    else:
-        project_id = req.get_header("X-Project-Id") or project_id or user_id
-    roles_header = req.get_header("X-Roles")
+    project_id = project_id or user_id
+    env = req.env
+    roles_header = env.get("HTTP_X_ROLES")
     if roles_header is not None:
         roles = _roles(roles_header)
-    elif user_id == "admin":
-        roles = ["admin"]
     else:
-        roles = []
-    return Identity(user_id=user_id, project_id=project_id, roles=roles,
-                    system_scope=system_scope,
-                    domain_id=req.get_header("X-Domain-Id") or None)
+        roles = ["admin"] if user_id == "admin" else []
+    given = {"user_id": user_id, "roles": roles}
+    if not env.get("HTTP_OPENSTACK_SYSTEM_SCOPE"):
+        given["project_id"] = env.get("HTTP_X_PROJECT_ID", project_id)
+    return from_environ(env, **given)
 
 
 def keystone_identity(req: falcon.Request, default_token: str | None = None) -> Identity:
+    """What keystonemiddleware's auth_token set (it removes any identity
+    header the caller sent before setting its own), read as oslo.context
+    reads it."""
     if (req.get_header("X-Identity-Status") or "").lower() != "confirmed":
         raise errors.ApiError(falcon.HTTP_401, "The request you have made "
                               "requires authentication.")
-    return Identity(user_id=req.get_header("X-User-Id"),
-                    project_id=req.get_header("X-Project-Id"),
-                    roles=_roles(req.get_header("X-Roles")),
-                    system_scope=req.get_header("OpenStack-System-Scope") or None,
-                    domain_id=req.get_header("X-Domain-Id") or None)
+    return from_environ(req.env)
 
 
 IDENTIFIERS = {"noauth2": noauth2_identity, "keystone": keystone_identity}
@@ -140,7 +198,7 @@ class AuthMiddleware:
         if rule is None:
             # A route without a rule is a bug; refuse rather than allow.
             raise errors.forbidden("No policy rule covers this request.")
-        target = {k: v for k, v in req.params.items() if isinstance(v, str)}
+        target = dict(req.params)
         target.update({k: str(v) for k, v in params.items()})
         creds = req.context.identity.creds()
         decision = self.policy.authorize(rule, creds, target)

@@ -1,280 +1,61 @@
-"""The policy table and a small evaluator for oslo.policy-style rules.
+"""Policy, judged by oslo.policy's Enforcer, the library Placement uses.
 
-Rules are data: RULES maps a rule name to its default check string, the
-older default it replaced (if any) and the token scopes it accepts. The
-three profiles reproduce how OpenStack Placement 16 (oslo.policy 6) judges
-a request under each of its test configurations:
+One `Policy` per process holds one Enforcer with every rule of
+api/policies.py registered (Placement's names, defaults, scope types and
+deprecated rule; ours beside them) and the operator's policy file loaded
+over them. The Enforcer reads its options from a ConfigOpts of its own
+(never oslo.config's global CONF):
 
-- `secure-rbac`: `enforce_new_defaults = True`; each rule's check string
-  alone.
-- `legacy`: `enforce_new_defaults = False`; a rule that replaced an older
-  default accepts either (oslo.policy ORs them). For Placement that widens
-  only the base rules, so the `admin` role may also reshape. Our own
-  routes (quota, lease, /v3) keep their documented legacy default: admin
-  only.
-- `open`: Placement's open policy test fixture; every rule is `@`
-  except `admin_api` (and our own rules built on it: limit, project and
-  catalog writes).
+- `[oslo_policy] enforce_new_defaults`: False under the `legacy` profile,
+  True under `secure-rbac` and `open`;
+- `policy_file`: the file given (`--policy-file`), absolute;
+- `policy_dirs`: none (Placement looks for `policy.d` beside
+  placement.conf; we have no such directory to look in).
 
-Scope is checked first and in every profile (oslo.policy 6 always
-enforces it): a rule with scope types refuses a token of another scope
-whatever its roles. Placement's rules are all `project`-scoped, so a
-system-scoped token (`OpenStack-System-Scope: all`) is refused on every
-Placement route. Our own rules accept any scope, as Keystone's limit
-rules accept system- and project-scoped tokens.
+Token scope is enforced as oslo.policy 6 (what Placement 16 requires)
+enforces it: always. An older oslo.policy that still has
+`enforce_scope` is told to do the same.
 
-A policy file (YAML, rule name -> check string) replaces a rule's check
-string in every profile (an overridden rule gets no legacy OR, as in
-oslo.policy); it does not change scope types.
+The policy file is watched as oslo.policy watches it (its modification
+time, checked on each request): a changed file is loaded into a new
+Enforcer, checked as at start-up, and swapped in whole, so a request never
+sees half-loaded rules, and a file that no longer loads leaves the rules
+before it in force (with one log line saying why).
 
-Check strings use the familiar grammar: `role:admin`, `rule:NAME`,
-`project_id:%(project_id)s`, `system_scope:all`, `@` (always), `!` (never),
-combined with `and`, `or`, `not` and parentheses.
+Two choices differ from oslo.policy on purpose: a rule that does not
+parse, or rules that refer to each other in a loop, stop the service at
+start-up with the rule named (oslo.policy would log the first and deny
+it, and recurse on the second at the first request); in a changed file
+they are logged and the rules before stay.
+
+Each set of loaded rules (a Generation) keeps the decisions it made, when
+all its checks depend on the rules, credentials and target alone: an
+oslo.policy decision costs tens of microseconds per check, most of it
+inspecting signatures, and a request should not pay that every time.
+tests/test_policy_oslo.py compares kept decisions with fresh ones.
 """
 from __future__ import annotations
 
+import functools
+import logging
+import os
+import threading
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+from typing import Mapping, Optional
 
-import yaml
+from oslo_config import cfg
+from oslo_policy import _checks
+from oslo_policy import opts as policy_opts
+from oslo_policy import policy as oslo
 
-PROJECT_SCOPE = ("project",)
+from placement_lite.api.policies import (  # noqa: F401 - importable from here
+    BASE, CALLER, PROFILES, REQUEST, SPECS, rule_defaults)
 
-# The older default Placement's base rules replaced (its "rule:admin_api"
-# deprecated rule); the legacy profile ORs it back in.
-OLD_ADMIN = "role:admin"
-
-
-@dataclass(frozen=True)
-class Rule:
-    check: str
-    # ORed with `check` under `legacy`, as oslo.policy does for a rule
-    # whose default changed, unless a policy file overrides the rule.
-    deprecated: Optional[str] = None
-    # Replaces `check` under `legacy`: our own routes' documented default.
-    legacy: Optional[str] = None
-    # Token scopes the rule accepts; None accepts any.
-    scope_types: Optional[tuple] = None
-    # Kept under `open`.
-    admin_only: bool = False
-    # True: the target is the caller's own project and user, as Placement
-    # checks every rule but placement:usages; False: the request's fields.
-    caller_target: bool = False
-    description: str = ""
-
-    def text_for(self, profile: str) -> str:
-        if profile == "open" and not self.admin_only:
-            return "@"
-        if profile == "legacy":
-            if self.legacy is not None:
-                return self.legacy
-            if self.deprecated and self.deprecated != self.check:
-                return f"({self.check}) or ({self.deprecated})"
-        return self.check
-
-
-RULES: dict[str, Rule] = {}
-
-
-def register(name: str, check: str, **kw) -> str:
-    RULES[name] = Rule(check, **kw)
-    return name
-
-
-# Placement's base rules, referenced as rule:NAME.
-register("admin_api", "role:admin", scope_types=PROJECT_SCOPE, admin_only=True)
-register("service_api", "role:service", deprecated=OLD_ADMIN,
-         scope_types=PROJECT_SCOPE)
-register("admin_or_service_api", "role:admin or role:service",
-         deprecated=OLD_ADMIN, scope_types=PROJECT_SCOPE)
-register("project_reader_api", "role:reader and project_id:%(project_id)s",
-         deprecated=OLD_ADMIN)
-register("admin_or_project_reader_or_service_api",
-         "role:admin or rule:project_reader_api or role:service",
-         deprecated=OLD_ADMIN, scope_types=PROJECT_SCOPE)
-# Ours, for policy files that want a member-level rule.
-register("project_member_api", "role:member and project_id:%(project_id)s",
-         deprecated=OLD_ADMIN)
-register("admin_or_project_member_or_service_api",
-         "role:admin or rule:project_member_api or role:service",
-         deprecated=OLD_ADMIN, scope_types=PROJECT_SCOPE)
-
-# Kept for callers that import it: the base rules' names and defaults.
-BASE = {name: rule.check for name, rule in RULES.items()}
-
-ADMIN_OR_SERVICE = "rule:admin_or_service_api"
-PROJECT_READER = "rule:admin_or_project_reader_or_service_api"
-PROJECT_MEMBER = "rule:admin_or_project_member_or_service_api"
-
-
-def placement_rule(name: str, check: str = ADMIN_OR_SERVICE,
-                   caller_target: bool = True) -> str:
-    return register(name, check, scope_types=PROJECT_SCOPE,
-                    caller_target=caller_target)
-
-
-for _family, _actions in {
-    "resource_providers": ("list", "create", "show", "update", "delete"),
-    "resource_classes": ("list", "create", "show", "update", "delete"),
-    "resource_providers:inventories": ("list", "create", "show", "update", "delete"),
-    "resource_providers:aggregates": ("list", "update"),
-    "resource_providers:traits": ("list", "update", "delete"),
-    "traits": ("list", "show", "update", "delete"),
-    "allocations": ("manage", "list", "update", "delete"),
-    "resource_providers:allocations": ("list",),
-    "allocation_candidates": ("list",),
-}.items():
-    for _action in _actions:
-        placement_rule(f"placement:{_family}:{_action}")
-placement_rule("placement:resource_providers:usages")
-# Admin in any project, a service, or a reader of the project asked about.
-placement_rule("placement:usages", PROJECT_READER, caller_target=False)
-placement_rule("placement:reshaper:reshape", "rule:service_api")
-
-
-def own_rule(name: str, check: str = ADMIN_OR_SERVICE,
-             admin_only: bool = False) -> str:
-    # Our routes: any token scope; the legacy profile keeps them admin-only.
-    return register(name, check, legacy="rule:admin_api", admin_only=admin_only)
-
-
-# Quota: limit definitions, the model and the regions are readable by any
-# project reader or member; limits by the project they belong to; every
-# write is the admin's. A system-scoped reader (what Keystone's defaults
-# and oslo.limit's service user rely on) may read limits and projects.
-QUOTA_READER = "rule:admin_or_service_api or role:reader or role:member"
-SYSTEM_READER = "role:reader and system_scope:all"
-for _name in ("registered_limits:list", "registered_limits:show", "model:show",
-              "catalog:read"):
-    own_rule(f"placement:limits:{_name}", QUOTA_READER)
-# Services and endpoints map every service of the cloud to where it
-# listens: Keystone keeps them from project tokens
-# (identity:list_services, get_service, list_endpoints, get_endpoint), and
-# so do we, with the same default. oslo.limit reads its endpoint with a
-# system reader, or with no token when quota_limits_public_read is on.
-ADMIN_OR_SYSTEM_READER = f"role:admin or ({SYSTEM_READER})"
-for _name in ("services:list", "services:show", "endpoints:list", "endpoints:show"):
-    own_rule(f"placement:limits:{_name}", ADMIN_OR_SYSTEM_READER)
-own_rule("placement:limits:limits:list", f"{PROJECT_READER} or ({SYSTEM_READER})")
-own_rule("placement:limits:limits:show", f"{ADMIN_OR_SERVICE} or ({SYSTEM_READER})")
-own_rule("placement:limits:projects:list", f"{ADMIN_OR_SERVICE} or ({SYSTEM_READER})")
-own_rule("placement:limits:projects:show", f"{PROJECT_READER} or ({SYSTEM_READER})")
-for _name in ("registered_limits:create", "registered_limits:update",
-              "registered_limits:delete", "limits:create", "limits:update",
-              "limits:delete", "projects:create", "projects:update",
-              "projects:delete", "catalog:write"):
-    own_rule(f"placement:limits:{_name}", "rule:admin_api", admin_only=True)
-own_rule("placement:quota:check")
-own_rule("placement:lease:check")
-own_rule("placement:lease:ledger", PROJECT_READER)
-# Explain answers with what the candidates query reads (every provider's
-# capacity, usage, traits and aggregates), which Placement gives to the
-# admin and services only: whoever the candidates rule admits, in every
-# profile, and a policy file that changes that rule changes this one.
-register("placement:explain:allocation_candidates",
-         "rule:placement:allocation_candidates:list", scope_types=PROJECT_SCOPE,
-         caller_target=True, description="Explain an allocation candidates query.")
+LOG = logging.getLogger(__name__)
 
 
 class PolicyError(ValueError):
     pass
-
-
-def _tokens(text: str) -> list[str]:
-    # Parentheses group only at word edges, so `%(project_id)s` survives.
-    out: list[str] = []
-    for word in text.split():
-        while word.startswith("("):
-            out.append("(")
-            word = word[1:]
-        closing = 0
-        while word.endswith(")"):
-            closing += 1
-            word = word[:-1]
-        if word:
-            out.append(word)
-        out.extend(")" * closing)
-    return out
-
-
-Check = Callable[[Mapping, Mapping, "Policy"], bool]
-
-
-def _atom(token: str) -> Check:
-    if token == "@":
-        return lambda creds, target, pol: True
-    if token == "!":
-        return lambda creds, target, pol: False
-    kind, sep, match = token.partition(":")
-    if not sep or not kind or not match:
-        raise PolicyError(f"bad policy check {token!r}")
-    if kind == "rule":
-        return lambda creds, target, pol: pol.check(match, creds, target)
-    if kind == "role":
-        wanted = match.lower()
-        return lambda creds, target, pol: wanted in creds.get("roles", ())
-
-    def generic(creds, target, pol):
-        try:
-            expected = match % target if "%(" in match else match
-        except (KeyError, TypeError):
-            return False
-        actual = creds.get(kind)
-        return actual is not None and str(actual) == expected
-    return generic
-
-
-def compile_check(text: str) -> Check:
-    tokens = _tokens(text or "@") or ["@"]
-    pos = 0
-
-    def peek():
-        return tokens[pos] if pos < len(tokens) else None
-
-    def take():
-        nonlocal pos
-        pos += 1
-        return tokens[pos - 1]
-
-    def expr_or():
-        left = expr_and()
-        while peek() == "or":
-            take()
-            right = expr_and()
-            left = (lambda a, b: lambda c, t, p: a(c, t, p) or b(c, t, p))(left, right)
-        return left
-
-    def expr_and():
-        left = expr_not()
-        while peek() == "and":
-            take()
-            right = expr_not()
-            left = (lambda a, b: lambda c, t, p: a(c, t, p) and b(c, t, p))(left, right)
-        return left
-
-    def expr_not():
-        if peek() == "not":
-            take()
-            inner = expr_not()
-            return lambda c, t, p: not inner(c, t, p)
-        if peek() == "(":
-            take()
-            inner = expr_or()
-            if peek() != ")" or take() != ")":
-                raise PolicyError(f"unbalanced parentheses in {text!r}")
-            return inner
-        token = take() if peek() is not None else None
-        if token is None or token in ("and", "or", ")"):
-            raise PolicyError(f"bad policy rule {text!r}")
-        return _atom(token)
-
-    check = expr_or()
-    if pos != len(tokens):
-        raise PolicyError(f"unexpected {tokens[pos]!r} in policy rule {text!r}")
-    return check
-
-
-PROFILES = ("legacy", "secure-rbac", "open")
 
 
 def token_scope(creds: Mapping) -> str:
@@ -295,73 +76,307 @@ class Decision:
     scope_types: Optional[tuple] = None
 
 
-def _references(text: str) -> list[str]:
-    return [word[5:] for word in text.replace("(", " ").replace(")", " ").split()
-            if word.startswith("rule:")]
+ALLOWED = Decision(True)
+
+
+def _conf(profile: str, policy_file: Optional[str]) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    conf([], project=None, default_config_files=[], default_config_dirs=[])
+    policy_opts.set_defaults(conf)
+    group = "oslo_policy"
+    conf.set_override("enforce_new_defaults", profile != "legacy", group)
+    conf.set_override("policy_dirs", [], group)
+    if policy_file:
+        conf.set_override("policy_file", policy_file, group)
+    try:
+        conf.set_override("enforce_scope", True, group)
+    except cfg.NoSuchOptError:
+        pass  # oslo.policy 6: scope is always enforced
+    return conf
+
+
+def _file_rules(path: str) -> dict:
+    """The file's rules as oslo.policy reads them, refused with a reason
+    when they are not a mapping of rule names to check strings."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = oslo.parse_file_contents(fh.read())
+    except (OSError, ValueError) as exc:
+        raise PolicyError(f"{path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise PolicyError(f"{path} must map rule names to check strings")
+    bad = [str(k) for k, v in data.items() if not isinstance(v, str)]
+    if bad:
+        raise PolicyError(f"{path}: the rules of {', '.join(bad[:5])} are not "
+                          "check strings")
+    return data
+
+
+def _unparsable(texts: Mapping[str, str], rules: Mapping) -> list[str]:
+    # oslo.policy turns a rule it cannot parse into `!` (and logs it); a
+    # text that does not say `!` itself but became it did not parse.
+    return [name for name, text in texts.items()
+            if str(rules.get(name)) == "!"
+            and text.replace("(", "").replace(")", "").strip() != "!"]
+
+
+def _loop(rules: Mapping) -> Optional[list[str]]:
+    """A chain of rule: references that comes back to where it started."""
+    done: set = set()
+
+    def refs(check):
+        if getattr(check, "kind", None) == "rule":
+            yield check.match
+        for child in getattr(check, "rules", None) or ():
+            yield from refs(child)
+        inner = getattr(check, "rule", None)
+        if inner is not None and not isinstance(inner, str):
+            yield from refs(inner)
+
+    def visit(name, path):
+        if name in path:
+            return list(path) + [name]
+        if name in done or name not in rules:
+            return None
+        for ref in refs(rules[name]):
+            found = visit(ref, path + (name,))
+            if found:
+                return found
+        done.add(name)
+        return None
+
+    for name in rules:
+        found = visit(name, ())
+        if found:
+            return found
+    return None
+
+
+# Decisions a generation of rules keeps (LRU): distinct callers x rules x
+# targets. Enough for the services and admins that make most requests.
+DECISIONS = 4096
+# Checks whose answer depends on the rules, credentials and target alone
+# (exact types: http:/https: checks, which ask a server, and plugins are
+# not among them).
+PURE = frozenset({_checks.TrueCheck, _checks.FalseCheck, _checks.NotCheck,
+                  _checks.AndCheck, _checks.OrCheck, _checks.RuleCheck,
+                  _checks.RoleCheck, _checks.GenericCheck})
+
+
+def _pure(check) -> bool:
+    if type(check) not in PURE:
+        return False
+    inner = [getattr(check, "rule", None)] if isinstance(check, _checks.NotCheck) else []
+    return all(_pure(c) for c in list(getattr(check, "rules", None) or ()) + inner)
+
+
+class Generation:
+    """One set of loaded rules: its Enforcer and the decisions it made.
+
+    oslo.policy spends most of a decision inspecting each check's
+    signature (tens of microseconds per node); a decision is a function
+    of (rule, credentials, target) while the rules stay loaded, so a
+    generation whose checks are all pure keeps its decisions, keyed by
+    those values exactly. A changed file is a new generation, with none."""
+
+    def __init__(self, enforcer: oslo.Enforcer):
+        self.enforcer = enforcer
+        self.cached = None
+        if all(_pure(check) for check in enforcer.rules.values()):
+            self.cached = functools.lru_cache(maxsize=DECISIONS)(self._from_items)
+
+    def decide(self, registered: bool, name: str, creds: Mapping,
+               target: Mapping) -> Decision:
+        if self.cached is not None:
+            key = (_items(creds), _items(target))
+            try:
+                return self.cached(registered, name, *key)
+            except TypeError:
+                pass  # a value that cannot be a key: judged afresh
+        return self.judge(registered, name, creds, target)
+
+    def _from_items(self, registered, name, creds, target) -> Decision:
+        return self.judge(registered, name, _mapping(creds), _mapping(target))
+
+    def judge(self, registered: bool, name: str, creds: Mapping,
+              target: Mapping) -> Decision:
+        """oslo.policy's decision, never cached."""
+        enforcer = self.enforcer
+        judge = enforcer.authorize if registered else enforcer.enforce
+        try:
+            # Copies: oslo.policy writes into the credentials it is given.
+            judge(name, dict(target), dict(creds), do_raise=True)
+        except oslo.InvalidScope:
+            return Decision(False, "scope", token_scope(creds),
+                            tuple(enforcer.registered_rules[name].scope_types))
+        except (oslo.PolicyNotAuthorized, oslo.PolicyNotRegistered):
+            # An unregistered rule never grants: fail closed.
+            return Decision(False, "check", token_scope(creds))
+        return ALLOWED
+
+
+def _items(values: Mapping) -> tuple:
+    # Lists (roles) become tuples to be hashable; _mapping turns them back,
+    # since oslo.policy tells a list from other values. (Not sorted: the
+    # same values in another order are only a miss, not a wrong answer.)
+    return tuple((k, tuple(v) if isinstance(v, list) else v)
+                 for k, v in values.items())
+
+
+def _mapping(items: tuple) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
 
 
 class Policy:
     def __init__(self, profile: str = "legacy",
-                 overrides: Optional[Mapping[str, str]] = None):
+                 overrides: Optional[Mapping[str, str]] = None,
+                 policy_file: Optional[str] = None):
         if profile not in PROFILES:
             raise PolicyError(f"unknown policy profile {profile!r}; "
                               f"choose one of {', '.join(PROFILES)}")
+        if overrides and policy_file:
+            raise PolicyError("give rules either as overrides or in a file")
         self.profile = profile
-        texts = {name: rule.text_for(profile) for name, rule in RULES.items()}
-        for name, text in (overrides or {}).items():
-            texts[name] = text
-        self.texts = texts
-        self._checks = {name: compile_check(text) for name, text in texts.items()}
-        self._refuse_cycles()
-
-    def _refuse_cycles(self) -> None:
-        # A rule that reaches itself through rule: references would recurse
-        # on every request; refuse it at start-up instead.
-        done: set[str] = set()
-
-        def visit(name: str, path: tuple) -> None:
-            if name in path:
-                raise PolicyError("policy rules refer to each other in a loop: "
-                                  + " -> ".join(path + (name,)))
-            if name in done or name not in self.texts:
-                return
-            for ref in _references(self.texts[name]):
-                visit(ref, path + (name,))
-            done.add(name)
-
-        for name in self.texts:
-            visit(name, ())
+        self.policy_file = os.path.abspath(policy_file) if policy_file else None
+        self._overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
+        self._lock = threading.Lock()
+        self._seen = self._stamp()
+        self._current = Generation(self._build())
 
     @classmethod
     def from_settings(cls, profile: str, policy_file: Optional[str]) -> "Policy":
-        overrides = {}
-        if policy_file:
-            with open(policy_file, encoding="utf-8") as fh:
-                overrides = yaml.safe_load(fh) or {}
-            if not isinstance(overrides, dict):
-                raise PolicyError(f"{policy_file} must map rule names to rules")
-        return cls(profile, {str(k): str(v) for k, v in overrides.items()})
+        return cls(profile, policy_file=policy_file)
+
+    def _stamp(self):
+        if not self.policy_file:
+            return None
+        try:
+            return os.stat(self.policy_file).st_mtime_ns
+        except OSError:
+            return "missing"
+
+    def _build(self) -> oslo.Enforcer:
+        texts = dict(self._overrides)
+        if self.policy_file and os.path.exists(self.policy_file):
+            texts.update(_file_rules(self.policy_file))
+        conf = _conf(self.profile, self.policy_file)
+        enforcer = oslo.Enforcer(
+            conf, rules=oslo.Rules.from_dict(self._overrides) if self._overrides else None)
+        # As Placement: the log says nothing per rule whose default
+        # changed (every one did, in the secure-RBAC work).
+        enforcer.suppress_default_change_warnings = True
+        enforcer.register_defaults(rule_defaults(self.profile))
+        enforcer.load_rules()
+        bad = _unparsable(texts, enforcer.rules)
+        if bad:
+            raise PolicyError("rules that do not parse: " + "; ".join(
+                f"{name}: {texts[name]!r}" for name in bad[:5]))
+        loop = _loop(enforcer.rules)
+        if loop:
+            raise PolicyError("policy rules refer to each other in a loop: "
+                              + " -> ".join(loop))
+        # Loaded once: this Policy watches the file (current()), so the
+        # Enforcer never reloads under a request.
+        enforcer.use_conf = False
+        return enforcer
+
+    def current(self) -> Generation:
+        """The rules in force, reloaded first if the file changed."""
+        stamp = self._stamp()
+        if stamp != self._seen:
+            with self._lock:
+                if stamp != self._seen:
+                    self._reload(stamp)
+        return self._current
+
+    def _reload(self, stamp) -> None:
+        self._seen = stamp
+        if stamp == "missing":
+            # As oslo.policy: without its file the defaults apply.
+            LOG.warning("policy file %s is gone; the defaults apply until it "
+                        "is back", self.policy_file)
+        try:
+            self._current = Generation(self._build())
+        except PolicyError as exc:
+            LOG.error("policy file %s changed but cannot be used (%s); the "
+                      "rules loaded before stay in force", self.policy_file, exc)
+            return
+        LOG.info("policy file %s reloaded", self.policy_file)
+
+    @property
+    def enforcer(self) -> oslo.Enforcer:
+        return self.current().enforcer
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """Every rule's check as the Enforcer holds it (oslo's spelling)."""
+        return {name: str(check) for name, check in self.enforcer.rules.items()}
 
     def check(self, name: str, creds: Mapping, target: Mapping) -> bool:
-        """The rule's check string alone (what rule:NAME references use)."""
-        check = self._checks.get(name)
-        if check is None:
-            # An unknown rule never grants: fail closed.
-            return False
-        return check(creds, target, self)
+        """Whether oslo.policy's enforce() allows `name` with `target` as
+        given: a rule only a policy file defines is judged too (as a
+        rule: reference to it would be); a registered one's scope counts."""
+        return self.current().decide(False, name, creds, target).allowed
 
     def authorize(self, name: str, creds: Mapping, target: Mapping) -> Decision:
-        """Scope first, then the check string, as oslo.policy enforces a
-        registered rule. `target` is the request's fields; a rule that
-        Placement checks against the caller's own project gets that."""
-        rule = RULES.get(name)
-        if rule is not None and rule.caller_target:
-            target = {"project_id": creds.get("project_id"),
-                      "user_id": creds.get("user_id")}
-        scope_types = rule.scope_types if rule is not None else None
-        scope = token_scope(creds)
-        if scope_types and scope not in scope_types:
-            return Decision(False, "scope", scope, scope_types)
-        if not self.check(name, creds, target):
-            return Decision(False, "check", scope, scope_types)
-        return Decision(True, None, scope, scope_types)
+        """Judge the registered rule `name` for `creds` (Identity.creds())
+        as Placement does: the target is the caller's own project and user
+        for Placement's rules, the named request fields for
+        placement:usages, and `target` (the request's fields) for ours."""
+        spec = SPECS.get(name)
+        if spec is not None:
+            target = _target(spec.target, creds, target)
+        return self.current().decide(True, name, creds, target)
+
+
+def _target(kind, creds: Mapping, fields: Mapping) -> Mapping:
+    if kind == CALLER:
+        return {"project_id": creds.get("project_id"), "user_id": creds.get("user_id")}
+    if kind == REQUEST:
+        # A repeated parameter names no one value to compare with.
+        return {k: v for k, v in fields.items() if isinstance(v, str)}
+    out = {}
+    for key in kind:
+        value = fields.get(key)
+        # A repeated query parameter: webob's req.GET.get gives the last.
+        out[key] = value[-1] if isinstance(value, list) and value else value
+    return out
+
+
+def get_enforcer() -> oslo.Enforcer:
+    """The Enforcer the settings give (the `oslo.policy.enforcer` entry
+    point, for oslopolicy-policy-generator and oslopolicy-checker).
+
+    Settings come from the environment and our config file as the service
+    reads them; the tool's own `--config-file` (a placement.conf) adds its
+    `[oslo_policy] policy_file` and `enforce_new_defaults` where our
+    settings name none."""
+    from placement_lite.config import load_settings
+
+    settings = load_settings()
+    profile, policy_file = settings.policy_profile, settings.policy_file
+    files = list(getattr(cfg.CONF, "config_file", None) or ())
+    if files:
+        conf = cfg.ConfigOpts()
+        policy_opts.set_defaults(conf)
+        conf(["--config-file=" + f for f in files], project=None,
+             default_config_files=[], default_config_dirs=[])
+        group = conf.oslo_policy
+        if not settings.explicit("policy_profile") and _set_in_file(
+                conf, "enforce_new_defaults"):
+            profile = "secure-rbac" if group.enforce_new_defaults else "legacy"
+        if not policy_file and _set_in_file(conf, "policy_file"):
+            policy_file = conf.find_file(group.policy_file) or group.policy_file
+    enforcer = Policy(profile, policy_file=policy_file).enforcer
+    # oslopolicy-validator opens the file named in the tool's own (global)
+    # configuration: name the one judged here. (The service itself never
+    # touches the global configuration.)
+    policy_opts.set_defaults(cfg.CONF)
+    if policy_file:
+        cfg.CONF.set_override("policy_file", os.path.abspath(policy_file), "oslo_policy")
+    return enforcer
+
+
+def _set_in_file(conf: cfg.ConfigOpts, name: str) -> bool:
+    location = conf.get_location(name, "oslo_policy")
+    return location is not None and location.location == cfg.Locations.user

@@ -72,6 +72,10 @@ class _TokenRequest:
         self._req = req
         self._token = token
 
+    @property
+    def env(self):
+        return self._req.env
+
     def get_header(self, name, *args, **kw):
         if name.lower() == "x-auth-token":
             return self._token
