@@ -63,8 +63,9 @@ class InsertKiller:
 
     Another connection holds a row lock the INSERT needs (its foreign-key
     check of resource_classes), so the INSERT waits on the server; once
-    the server shows it waiting, a third connection kills it and the lock
-    is let go. Records the connection id of every claim INSERT seen."""
+    the server shows it at work on the INSERT, a third connection kills it
+    and the lock is let go. Records the connection id of every claim
+    INSERT seen."""
 
     def __init__(self, db, times=1):
         self.db = db
