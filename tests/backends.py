@@ -33,6 +33,16 @@ def backend_id(url: str) -> str:
     return "sqlite" if url == "sqlite" else make_url(url).get_backend_name()
 
 
+def server_url(name: str) -> str:
+    """The configured URL of server backend `name` ("mysql", "postgresql"),
+    or skip the test that asks: SQLite has no server to lose."""
+    import pytest
+    for url in backend_urls():
+        if backend_id(url) == name:
+            return url
+    pytest.skip(f"needs a {name} server: name it in {ENV} (see tests/backends.py)")
+
+
 @contextmanager
 def server_admin(url: str):
     engine = create_engine(url, isolation_level="AUTOCOMMIT")

@@ -1,11 +1,14 @@
-"""Fault: kill -9 a worker in the middle of a stream of allocation writes.
+"""Faults in the middle of a stream of allocation writes: a worker killed
+with SIGKILL, and the database vanishing for a second.
 
 Several clients write allocations (two resource classes per consumer) to
 one small provider through `serve --workers 2` while one worker is killed
 with SIGKILL. Afterwards the database must hold whole transactions only
 (every consumer has both of its allocations or none), every write the
 service acknowledged, and no provider above its capacity; the supervisor
-must have replaced the worker and the service must keep answering.
+must have replaced the worker and the service must keep answering. When
+the database vanishes instead, no answer may be a 500 and a claim answered
+503 "nothing was changed" must indeed not be stored.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import json
 import os
 import signal
 import threading
+import time
 import uuid
 
 import pytest
@@ -22,8 +26,9 @@ from sqlalchemy import func, select
 from placement_lite.app import routes
 from placement_lite.db import tables as t
 from placement_lite.db.engine import Database
-from tests.backends import backend_id, backend_urls, fresh_url
+from tests.backends import backend_id, backend_urls, fresh_url, server_url
 from tests.servers import children, serve, wait_until
+from tests.tcp_proxy import Proxy
 
 VCPU_CAPACITY = 120
 PER_CONSUMER = {"VCPU": 1, "MEMORY_MB": 64}
@@ -144,3 +149,100 @@ def test_kill_9_during_allocation_writes_leaves_whole_transactions(backend):
         assert usages["usages"]["VCPU"] == VCPU_CAPACITY
         assert refused, "capacity was never reached: the test proved nothing"
         assert at_kill < VCPU_CAPACITY
+
+
+@pytest.mark.parametrize("server", ["mysql", "postgresql"])
+def test_a_database_that_vanishes_during_a_claims_race_is_503s_not_500s(server):
+    """The database goes away for a second in the middle of a claims race
+    through `serve --workers 2`, as a Galera node the service talks to does
+    when it dies (every connection reset, new ones refused), then comes
+    back. No answer is a 500; a 503 placement.database_unavailable stored
+    nothing; every acknowledged claim is stored and no provider is over
+    its capacity; the race still fills every provider exactly."""
+    capacity = 60
+    with fresh_url(server_url(server)) as url:
+        proxy = Proxy(url)
+        try:
+            with serve(proxy.url, "--workers", "2", "--threads", "4") as srv:
+                outcome = _race_through_an_outage(srv.base, proxy, capacity)
+        finally:
+            proxy.close()
+        stored, used = _claims_stored(url)
+    assert not outcome["bad"], outcome["bad"][:5]
+    assert outcome["unavailable"], "no claim met the outage: the test proved nothing"
+    assert not (outcome["unavailable"] & set(stored)), "a 503 claim was stored"
+    assert outcome["acknowledged"] <= set(stored), "an acknowledged claim was lost"
+    assert set(stored) <= outcome["acknowledged"] | outcome["unknown"]
+    assert all(amount == 1 for amount in stored.values())
+    assert used == {rp: capacity for rp in outcome["providers"]}
+
+
+def _race_through_an_outage(base, proxy, capacity, clients=6):
+    providers = []
+    for n in range(2):
+        status, rp = _call(base, "POST", "/resource_providers", {"name": f"outage-{n}"})
+        assert status == 200, rp
+        status, body = _call(base, "PUT", f"/resource_providers/{rp['uuid']}/inventories", {
+            "resource_provider_generation": rp["generation"],
+            "inventories": {"VCPU": {"total": capacity}}})
+        assert status == 200, body
+        providers.append(rp["uuid"])
+    out = {"acknowledged": set(), "unavailable": set(), "unknown": set(), "bad": [],
+           "providers": providers}
+    lock = threading.Lock()
+
+    def client(n):
+        full = set()
+        while len(full) < len(providers):
+            rp = providers[n % 2] if providers[n % 2] not in full else \
+                next(p for p in providers if p not in full)
+            consumer = str(uuid.uuid4())
+            status, answer = _call(base, "PUT", f"/allocations/{consumer}", {
+                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                "project_id": f"project-{n}", "user_id": "u", "consumer_generation": None})
+            code = (answer or {}).get("errors", [{}])[0].get("code") if answer else None
+            with lock:
+                if status == 204:
+                    out["acknowledged"].add(consumer)
+                elif status == 409 and "capacity" in json.dumps(answer):
+                    full.add(rp)
+                elif status == 503 and code == "placement.database_unavailable":
+                    out["unavailable"].add(consumer)
+                elif status == 503 and code == "placement.outcome_unknown":
+                    out["unknown"].add(consumer)
+                else:
+                    out["bad"].append((status, answer))
+                    return
+            if status == 503:
+                time.sleep(0.05)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for th in threads:
+        th.start()
+    wait_until(lambda: len(out["acknowledged"]) >= 20, timeout=60, interval=0.005)
+    proxy.cut()
+    time.sleep(1.0)
+    proxy.restore()
+    for th in threads:
+        th.join(timeout=180)
+    assert not any(th.is_alive() for th in threads)
+    return out
+
+
+def _claims_stored(url):
+    """({consumer uuid: VCPU it holds}, {provider uuid: VCPU used})."""
+    db = Database(url)
+    try:
+        with db.read() as conn:
+            stored = dict(conn.execute(
+                select(t.consumers.c.uuid, func.sum(t.allocations.c.used))
+                .join(t.allocations, t.allocations.c.consumer_id == t.consumers.c.id)
+                .group_by(t.consumers.c.uuid)).all())
+            used = dict(conn.execute(
+                select(t.resource_providers.c.uuid, func.sum(t.allocations.c.used))
+                .join(t.allocations,
+                      t.allocations.c.resource_provider_id == t.resource_providers.c.id)
+                .group_by(t.resource_providers.c.uuid)).all())
+    finally:
+        db.dispose()
+    return stored, used

@@ -30,7 +30,7 @@ from sqlalchemy.exc import DBAPIError
 from placement_lite import errors as lerr
 from placement_lite.api import echo
 from placement_lite.api.versions import ERROR_CODES
-from placement_lite.db.engine import is_retryable_db_error
+from placement_lite.db.engine import connection_lost, is_retryable_db_error
 from placement_lite.logs import printable
 
 LOG = logging.getLogger(__name__)
@@ -199,26 +199,43 @@ def handle_unexpected(req, resp, exc, params):
                    "logged with this request id.")
 
 
+# Seconds a caller is told to wait before repeating a request the
+# database could not take: time for a failed-over node or a restarted
+# server to answer, short enough that a one-off loss costs little.
+RETRY_AFTER_SECONDS = 2
+
+
+def database_unavailable(req, exc) -> ApiError:
+    """503 for a request that stored nothing because the database could
+    not be reached or its connection was lost before COMMIT (the server
+    has already run a write again on a new connection, a bounded number
+    of times). The caller may repeat the request as it is."""
+    LOG.error("database unavailable during %s %s (request %s), nothing was "
+              "changed: %s", printable(req.method), printable(req.path),
+              getattr(req.context, "request_id", "-"),
+              printable(str(getattr(exc, "orig", exc))))
+    return ApiError(
+        falcon.HTTP_503,
+        "The database could not be reached or its connection was lost before "
+        "the request completed; nothing was changed. Try again in "
+        f"{RETRY_AFTER_SECONDS} seconds.",
+        code="placement.database_unavailable",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
 def handle_db_error(req, resp, exc, params):
     """A write that lost to other writers through every retry (deadlock,
     lock wait, busy database) is a 409 the client may retry, whichever
-    route it came through. A connection lost before COMMIT (one lost during
-    COMMIT is OutcomeUnknown) is a 503: the transaction was rolled back, so
-    the request may simply be repeated. Any other database error is
+    route it came through. A database that cannot be reached, or a
+    connection lost before COMMIT (one lost during COMMIT is
+    OutcomeUnknown), is a 503 with Retry-After: nothing was changed, so the
+    request may simply be repeated. Any other database error is
     unexpected."""
+    if connection_lost(exc):
+        raise database_unavailable(req, exc)
     if is_retryable_db_error(exc):
         raise conflict("Other requests kept the same rows busy through every "
                        "retry; try again.", code="placement.concurrent_update")
-    if getattr(exc, "connection_invalidated", False):
-        LOG.error("database connection lost during %s %s (request %s): %s",
-                  printable(req.method), printable(req.path),
-                  getattr(req.context, "request_id", "-"),
-                  printable(str(getattr(exc, "orig", exc))))
-        raise ApiError(
-            falcon.HTTP_503,
-            "The database connection was lost before the request completed; "
-            "nothing was changed. Try again.",
-            code="placement.database_unavailable")
     handle_unexpected(req, resp, exc, params)
 
 

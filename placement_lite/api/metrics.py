@@ -3,7 +3,8 @@
 Collected: requests by method, route template and status; request latency
 histograms by method and route; the candidate engine's search time
 (reported by GET /allocation_candidates); write retries
-(generation conflicts and database deadlocks, from Database.on_retry); and
+(generation conflicts, database deadlocks and connections lost before
+COMMIT, from Database.on_retry); and
 the database pool, read at scrape time. Gauges of the ledger itself (the
 fleet's capacity, used and free per resource class; the projects, and
 under strict_two_level the trees, closest to their limits) come from
@@ -72,6 +73,8 @@ class Histogram:
 def _retry_reason(exc: BaseException) -> str:
     if isinstance(exc, RetryableError):
         return "concurrent_update"
+    if getattr(exc, "connection_invalidated", False):
+        return "connection_lost"
     text = str(getattr(exc, "orig", exc)).lower()
     if "deadlock" in text:
         return "deadlock"

@@ -18,14 +18,12 @@ not rolled back a second time when its connection goes back to the pool.
 """
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import random
 import sqlite3
 import threading
 import time
-import weakref
 from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator, Optional, Sequence, TypeVar
 
@@ -34,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
 from placement_lite.db import facts_log
+from placement_lite.db.writer_queue import WriterQueue
 from placement_lite.errors import OutcomeUnknown, RetryableError
 
 LOG = logging.getLogger(__name__)
@@ -60,6 +59,42 @@ def is_retryable_db_error(exc: BaseException) -> bool:
     msg = str(orig).lower() if orig is not None else ""
     return isinstance(exc, OperationalError) and (
         "database is locked" in msg or "database is busy" in msg)
+
+
+# How many times a write whose connection was lost before COMMIT is run
+# again, each time on a new connection. Enough to ride out a database
+# node that dies under a load balancer (the next connection lands on a
+# live node); bounded so a database that is gone gets a prompt 503.
+LOST_CONNECTION_RETRIES = 2
+# Set on a DBAPIError raised while a connection was being opened.
+_NO_CONNECTION = "placement_lite_no_connection"
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` means the database could not be reached, or the
+    connection went away before the transaction in progress reached
+    COMMIT: either way the server stored nothing of it. (A connection lost
+    during COMMIT is OutcomeUnknown, raised by Database.write instead.)
+
+    Which driver errors are a lost connection is the SQLAlchemy dialect's
+    call, whatever the backend: MySQL's client errors 2006, 2013, 2055 and
+    MariaDB's 1927 from PyMySQL or mysqlclient, psycopg's closed or broken
+    connection ("terminating connection due to administrator command",
+    "server closed the connection unexpectedly"), pysqlite's closed
+    database. SQLAlchemy marks such an error `connection_invalidated` and
+    drops the pool's connections, so the next checkout is a new one."""
+    return isinstance(exc, DBAPIError) and bool(
+        exc.connection_invalidated or getattr(exc, _NO_CONNECTION, False))
+
+
+def _connect(engine: Engine) -> Connection:
+    try:
+        return engine.connect()
+    except DBAPIError as exc:
+        # Nothing was sent: the server cannot be reached (down, refusing,
+        # out of connections). Told apart from an error a statement got.
+        setattr(exc, _NO_CONNECTION, True)
+        raise
 
 
 # The benchmark's and the debugger's setting: count the statements each
@@ -228,94 +263,6 @@ def _sqlite_setup(engine: Engine) -> None:
             conn.exec_driver_sql("BEGIN")
 
 
-# The queue of each SQLite file this process writes, by path: one per
-# file, however many Database objects open it (WriterQueue.of).
-_QUEUES: "weakref.WeakValueDictionary[str, WriterQueue]" = weakref.WeakValueDictionary()
-_QUEUES_LOCK = threading.Lock()
-
-
-def _after_fork() -> None:
-    global _QUEUES_LOCK
-    _QUEUES_LOCK = threading.Lock()
-    for queue in list(_QUEUES.values()):
-        queue._start()
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-class WriterQueue:
-    """SQLite's writers of one database file, one at a time, in turn.
-
-    SQLite lets one transaction write at a time; a writer that finds the
-    file locked sleeps in its busy handler (1, 2, 5, 10, 15, 20 ms...)
-    and looks again, so under contention the lock sits free while the
-    next writer sleeps. Queued here instead (a thread lock, then an
-    exclusive flock on `<file>.writers` shared by every process that
-    serves the file), the next writer is woken the moment the last one
-    commits (loading and claims: 1.2x as many per second with two workers
-    of four threads).
-
-    A writer not queued here (another tool, the migrations) still meets
-    SQLite's own lock and busy timeout, as before. Reentrant per thread:
-    a write opened inside another on the same thread waits on SQLite's
-    lock as it always did, not on this queue; one queue per file in a
-    process (`of`), so that holds whichever Database opened the file.
-    """
-
-    def __init__(self, path: str):
-        self.path = path + ".writers"
-        self._start()
-
-    @classmethod
-    def of(cls, path: str) -> "WriterQueue":
-        """This process's queue for the SQLite file at `path`."""
-        path = os.path.realpath(path)
-        with _QUEUES_LOCK:
-            queue = _QUEUES.get(path)
-            if queue is None:
-                queue = _QUEUES[path] = cls(path)
-            return queue
-
-    def _start(self) -> None:
-        """Start afresh (and again in a forked child): a worker must not share
-        its parent's open file, since a flock belongs to the open file and
-        both would hold it at once, nor a thread lock held at the fork."""
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            os.close(fd)
-        self._fd: int | None = None
-        self._lock = threading.Lock()
-        self._local = threading.local()
-
-    def close(self) -> None:
-        """Let go of the lock file (opened again by the next turn); waits
-        for a turn in progress on another thread to end."""
-        if getattr(self._local, "held", False):
-            return  # this thread's own turn: its end lets go of the lock
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-
-    @contextmanager
-    def turn(self) -> Iterator[None]:
-        if getattr(self._local, "held", False):
-            yield
-            return
-        with self._lock:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            fd = self._fd
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._local.held = True
-            try:
-                yield
-            finally:
-                self._local.held = False
-                fcntl.flock(fd, fcntl.LOCK_UN)
-
-
 class Database:
     """The engine plus the read/write transaction helpers."""
 
@@ -331,7 +278,7 @@ class Database:
         if counting_enabled():
             self.statements = StatementCounter()
             self.statements.install(self.engine)
-        self._writer = self.engine.execution_options(placement_write=True)
+        self._writer = self._writer_of = None
         path = make_url(url).database if self.backend == "sqlite" else None
         self._queue = (WriterQueue.of(path)
                        if path and path != ":memory:" else None)
@@ -355,9 +302,16 @@ class Database:
             self._reader_of = engine
         return self._reader
 
+    def _writing_engine(self) -> Engine:
+        engine = self.engine
+        if self._writer_of is not engine:
+            self._writer = engine.execution_options(placement_write=True)
+            self._writer_of = engine
+        return self._writer
+
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self._reading_engine().connect() as conn:
+        with _connect(self._reading_engine()) as conn:
             with conn.begin():
                 yield conn
             # Committed: nothing for the pool to roll back.
@@ -370,7 +324,7 @@ class Database:
         before the connection dropped): that raises OutcomeUnknown, never
         an error a caller or `run_write` would take for a clean failure."""
         with self._queue.turn() if self._queue else nullcontext(), \
-                self._writer.connect() as conn:
+                _connect(self._writing_engine()) as conn:
             trans = conn.begin()
             # What the facts log keeps lives on the pooled DBAPI connection:
             # a touch made outside a write (a bare transaction) must not be
@@ -381,13 +335,14 @@ class Database:
                 # The facts log's heads are the last locks a write takes.
                 facts_log.flush(conn)
             except BaseException:
-                # A connection lost meanwhile took what it kept with it (the
-                # pool clears it before reconnecting), and asking for it
-                # would try to reconnect at once.
+                trans.rollback()  # a no-op once the connection is lost
+                # A lost connection took its transaction and what it kept
+                # with it, and touching `conn.info` or the facts log would
+                # connect again at once (to a server that may be gone,
+                # turning the loss into an error about connecting).
                 if not conn.invalidated:
                     facts_log.discard(conn)
-                trans.rollback()
-                conn.info[_ENDED_CLEANLY] = True
+                    conn.info[_ENDED_CLEANLY] = True
                 raise
             try:
                 trans.commit()
@@ -405,26 +360,42 @@ class Database:
         """Run fn(conn) in a write transaction, retrying in a NEW transaction.
 
         Never retries inside the transaction that lost: the failed one is
-        rolled back and fn re-reads everything it depends on. Never retries
+        rolled back and fn re-reads everything it depends on. Lost races
+        (deadlocks, RetryableError) are retried up to `retries` times; a
+        connection lost before COMMIT (nothing was stored) up to
+        LOST_CONNECTION_RETRIES times, on a new connection. Never retries
         a write whose COMMIT lost its connection (OutcomeUnknown): running
-        it again could apply it twice.
+        it again could apply it twice; nor one that could not connect.
         """
         attempts = (self.retries if retries is None else retries) + 1
-        for attempt in range(attempts):
+        raced = lost = 0
+        while True:
             try:
                 with self.write() as conn:
                     return fn(conn)
             except (RetryableError, DBAPIError) as exc:
-                if isinstance(exc, DBAPIError) and not is_retryable_db_error(exc):
+                if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+                    lost += 1
+                    if lost > LOST_CONNECTION_RETRIES:
+                        raise
+                    LOG.warning("database connection lost before COMMIT, nothing "
+                                "was stored; running the write again on a new "
+                                "connection (%s)", exc.orig)
+                    # Long enough for a proxy or load balancer in front of the
+                    # database to notice a dead node, short against a request.
+                    delay = random.uniform(0.05, 0.1) * lost
+                elif isinstance(exc, DBAPIError) and not is_retryable_db_error(exc):
                     raise
-                if attempt == attempts - 1:
-                    raise
+                else:
+                    raced += 1
+                    if raced >= attempts:
+                        raise
+                    LOG.debug("retrying write after %s (attempt %d)", exc, raced)
+                    # Jittered back-off so racing writers do not collide again.
+                    delay = random.uniform(0, 0.002 * (2 ** min(raced - 1, 6)))
                 for hook in self.on_retry:
                     hook(exc)
-                LOG.debug("retrying write after %s (attempt %d)", exc, attempt + 1)
-                # Jittered back-off so racing writers do not collide again.
-                time.sleep(random.uniform(0, 0.002 * (2 ** min(attempt, 6))))
-        raise AssertionError("unreachable")
+                time.sleep(delay)
 
     def ping(self) -> None:
         """Raise if the database does not answer a trivial query."""
