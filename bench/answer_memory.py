@@ -8,7 +8,8 @@ candidates and the answer is as big as the request's combination budget
 allows (candidates/combiner.py, REQUEST_STEPS): about 0.9 million
 candidates, hundreds of MB of JSON. The server runs one worker with
 `--max-allocation-candidates -1` (no cap, as Placement), a fresh one per
-query. After a warm-up request (`limit=1`, so the worker holds its copy
+query (`--from-sql`: with facts_in_memory off, so the search reads
+everything from the database). After a warm-up request (`limit=1`, so the worker holds its copy
 of the facts and has built the query's statements) and a pause, the
 worker's VmRSS is its idle size; during the answer it is sampled every
 20 ms (peak), and read again 3 s after the last byte (after).
@@ -31,7 +32,7 @@ from urllib.parse import urlencode
 from sqlalchemy import func, insert, select
 
 from bench import worlds
-from bench.serving import ServerProcess
+from bench.serving import ServerProcess, tree_env
 from placement_lite.db import tables as t
 
 WIDE = "CUSTOM_WIDE"
@@ -127,8 +128,10 @@ def fetch(url: str, target: str) -> dict:
             "content_length": resp.getheader("content-length")}
 
 
-def measure(db_url: str, port: int, groups: int, settle: float = 3.0) -> dict:
-    server = ServerProcess(db_url, port, 1, ("--max-allocation-candidates", "-1"))
+def measure(db_url: str, port: int, groups: int, settle: float = 3.0,
+            from_sql: bool = False) -> dict:
+    env = tree_env(PLACEMENT_LITE_FACTS_IN_MEMORY="false") if from_sql else None
+    server = ServerProcess(db_url, port, 1, ("--max-allocation-candidates", "-1"), env=env)
     try:
         pid = server.proc.pid
         warm = fetch(server.http, path(groups, limit=1))
@@ -163,11 +166,12 @@ def run(args) -> dict:
     db.dispose()
     out = {"world": {"trees": args.trees, "children": args.children, "units": args.units,
                      "providers": args.trees * (args.children + 1)},
+           "facts": "from SQL" if args.from_sql else "the worker's copy",
            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
            "answers": []}
     port = args.port
     for groups in args.groups:
-        out["answers"].append(measure(db_url, port, groups))
+        out["answers"].append(measure(db_url, port, groups, from_sql=args.from_sql))
         port += 1
     out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return out
@@ -181,6 +185,8 @@ def add_parser(sub):
     p.add_argument("--units", type=int, default=6)
     p.add_argument("--groups", type=lambda s: [int(g) for g in s.split(",")],
                    default=[3, 4, 5], help="granular groups per query, comma-separated")
+    p.add_argument("--from-sql", action="store_true",
+                   help="the worker reads every fact from SQL (facts_in_memory off)")
     p.add_argument("--port", type=int, default=18880)
     p.add_argument("--workdir", default=None)
     return p
