@@ -1,4 +1,5 @@
-"""python -m bench {load,query,throughput,claims,console,suite,matrix,instructions} ..."""
+"""python -m bench {load,query,throughput,claims,console,suite,matrix,instructions,
+answer-memory} ..."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,8 @@ import sys
 import tempfile
 import time
 
-from bench import complete, full, instructions, loader, matrix, runner, serving, worlds
+from bench import (answer_memory, complete, full, instructions, loader, matrix, runner,
+                   serving, worlds)
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -173,6 +175,7 @@ def main(argv=None):
     matrix.add_parser(sub)
     full.add_parser(sub)
     instructions.add_parser(sub)
+    answer_memory.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -207,6 +210,8 @@ def _run(args):
     elif args.command == "console":
         result = _console_scenario(tempfile.mkdtemp(prefix="pl-bench-", dir=args.workdir),
                                    args.port, args.count, args.runs)
+    elif args.command == "answer-memory":
+        result = answer_memory.run(args)
     elif args.command == "claims":
         result = runner.claims(args.url, args.clients, args.per_client)
     else:

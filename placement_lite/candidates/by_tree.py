@@ -19,7 +19,8 @@ from typing import Optional
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import combiner
-from placement_lite.candidates.engine import MAX_RUN, MIN_SPAN, Observer, Search, resolve
+from placement_lite.candidates.engine import (
+    MAX_RUN, MIN_SPAN, Observer, Search, resolve, whole_size)
 from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.plan import Lookups
 from placement_lite.candidates.query import CandidateRequest
@@ -93,9 +94,11 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     None where this does not apply, for the caller to search as usual:
     with sharing providers, with more than TREES_KEPT trees, when the
     budget of combination work would stop the answer short (a search
-    stops it alike), or when `bound` falls within a tree's candidates
+    stops it alike), when `bound` falls within a tree's candidates
     before microversion 1.29 (the summaries would be of the candidates
-    given, not of the tree).
+    given, not of the tree), or when the answer has more candidates than
+    engine.whole_size (it is not held, nor kept: the caller's search
+    gives it as it is found).
     """
     if snapshot.sharing or len(snapshot.roots) > TREES_KEPT:
         return None
@@ -137,6 +140,8 @@ class _TreeAnswer:
         self.given = 0  # candidates in the answer so far
         self.work = 0  # combination steps the answer's trees took
         self.last: Optional[int] = None
+        # Past this many candidates the answer is not made of parts.
+        self.whole = whole_size(self.search.plan)
 
     def parts(self) -> Parts:
         # Only the trees the request's filters let through, before usage
@@ -243,7 +248,15 @@ class _TreeAnswer:
         search = self.search
         search.trees = [root for root, _keys, _usage in stale]
         needed = None if self.bound is None else self.bound - self.given
-        found = list(islice(search.candidates(), None if needed is None else needed + 1))
+        # One more than the answer may hold whole is enough to know it is
+        # too big; a tree may hold millions.
+        room = self.whole - self.given + 1
+        if needed is None or needed + 1 > room:
+            found = list(islice(search.candidates(), room))
+            if len(found) == room:
+                raise _NoParts
+        else:
+            found = list(islice(search.candidates(), needed + 1))
         if self.budget.cut_short:  # a search stops alike
             raise _NoParts
         # One more than needed, to know where the walk stopped: in the
@@ -276,7 +289,15 @@ class _TreeAnswer:
         """Add the parts to `out` until the bound is met (True). Before
         microversion 1.29 a bound within a tree's candidates cannot be
         met with parts: the summaries would be of the candidates given,
-        not of the tree."""
+        not of the tree. Past `whole` candidates in all (the parts of one
+        scan are kept already, and only counted here) the answer is not
+        made of parts."""
+        met = self._add(found, out)
+        if self.given > self.whole and (self.bound is None or self.bound > self.whole):
+            raise _NoParts
+        return met
+
+    def _add(self, found: list, out: list) -> bool:
         for part in found:
             if part is None:  # not walked: past a bound met
                 raise _NoParts

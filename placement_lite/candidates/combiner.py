@@ -19,7 +19,9 @@ import logging
 import math
 from typing import Iterator, Optional
 
-from placement_lite.candidates.facts import EMPTY, Facts, Sharing, Slice
+from placement_lite.candidates.checks import (  # noqa: F401 (View: the combiner's too)
+    View, one_per_tree_ok, room_for_all, subtree_ok, traits_ok)
+from placement_lite.candidates.facts import Facts, Sharing, Slice
 from placement_lite.candidates.plan import Plan
 
 LOG = logging.getLogger(__name__)
@@ -35,8 +37,12 @@ MAX_DEAD_ENDS = 200_000
 TREE_STEPS = 20_000
 REQUEST_STEPS = 1_000_000
 # Trees of at most this many combinations have their walk remembered by
-# slice_choices when given somewhere to keep it; entries kept in all.
+# slice_choices when given somewhere to keep it; at most
+# REMEMBERED_CHOICES choices (and entries) kept per request shape, so
+# one full answer over many small trees does not stay in memory whole.
 REMEMBERED_COMBINATIONS = 64
+REMEMBERED_CHOICES = 200_000
+# Trees a full answer may be kept for, tree by tree (by_tree.py).
 REMEMBERED_TREES = 200_000
 
 
@@ -51,36 +57,6 @@ class Budget:
         self.work = 0
         self.cut_short = False
         self.found = 0
-
-
-class View:
-    """A slice's facts with the sharing providers' behind them."""
-    __slots__ = ("facts", "shared")
-
-    def __init__(self, facts: Facts, shared: Facts = EMPTY):
-        self.facts = facts
-        self.shared = shared
-
-    def inventory(self, key):
-        return self.facts.inventory.get(key) or self.shared.inventory.get(key)
-
-    def root_of(self, rp):
-        return self.facts.root.get(rp) or self.shared.root.get(rp)
-
-    def trait_flags(self, rp):
-        return self.facts.trait_flags.get(rp) or self.shared.trait_flags.get(rp)
-
-    def below(self, rp, top) -> bool:
-        """rp is top or one of its descendants."""
-        parent = self.facts.parent
-        shared = self.shared.parent
-        steps = 0
-        while rp is not None and steps < 64:
-            if rp == top:
-                return True
-            rp = parent[rp] if rp in parent else shared.get(rp)
-            steps += 1
-        return False
 
 
 # -- per tree: which providers may serve each slot ---------------------------
@@ -124,73 +100,6 @@ def sharing_aggregates_ok(plan: Plan, sharing: Sharing, facts: Facts,
             continue
         kept.append(rp)
     return kept
-
-
-# -- checks on a (partial) choice --------------------------------------------
-
-def traits_ok(plan: Plan, view: View, rps) -> bool:
-    """The unnumbered group's required traits are on the providers
-    chosen for it, taken together."""
-    g = plan.unnumbered
-    if not g.required:
-        return True
-    have = [False] * len(g.required)
-    own, shared = view.facts.trait_flags, view.shared.trait_flags
-    for rp in rps:
-        for i, flag in enumerate(own.get(rp) or shared.get(rp) or ()):
-            if flag:
-                have[i] = True
-    return all(have)
-
-
-def subtree_ok(view: View, chosen, members) -> bool:
-    """The providers chosen for the slots in `members` all sit below
-    (or are) one of them."""
-    rps = {chosen[i] for i in members}
-    if len(rps) <= 1:
-        return True
-    if len(rps) == 2:
-        a, b = rps
-        return view.below(a, b) or view.below(b, a)
-    return any(all(view.below(rp, top) for rp in rps if rp != top) for top in rps)
-
-
-def one_per_tree_ok(plan: Plan, view: View, chosen) -> bool:
-    """Before 1.29, a candidate takes from one provider per tree."""
-    roots: dict = {}
-    for i, slot in enumerate(plan.slots):
-        if not slot.resources:
-            continue
-        rp = chosen[i]
-        if roots.setdefault(view.root_of(rp), rp) != rp:
-            return False
-    return True
-
-
-def room_for_all(plan: Plan, view: View, opts: list) -> bool:
-    """For each class several slots ask for, the providers that may
-    serve those slots have room for their sum. A cheap necessary
-    condition: without it, many small groups that cannot all fit
-    would have the search try every way of splitting them."""
-    for rc in plan.multi_rcs:
-        wanted = 0
-        unit = 0  # every amount asked is a multiple of it
-        serving = set()
-        for slot, slot_opts in zip(plan.slots, opts):
-            amount = slot.resources.get(rc)
-            if amount:
-                wanted += amount
-                unit = math.gcd(unit, amount)
-                serving.update(slot_opts)
-        room = 0
-        for rp in serving:
-            inv = view.inventory((rp, rc))
-            if inv is not None:
-                # A provider can only take whole units of it.
-                room += (inv.capacity - inv.used) // unit * unit
-        if wanted > room:
-            return False
-    return True
 
 
 # -- the walk ----------------------------------------------------------------
@@ -386,7 +295,7 @@ def _walk(plan: Plan, view: View, opts: list, budget: Budget,
     if known is None:
         known = walks.carried(key, None)
         if known is not None:
-            walks[key] = known
+            _remember(walks, key, known)
     if known is not None:
         choices, steps = known
         if budget.work + steps <= budget.request_steps:
@@ -396,24 +305,41 @@ def _walk(plan: Plan, view: View, opts: list, budget: Budget,
     before = budget.work
     choices = list(combine(plan, view, opts, budget))
     if not budget.cut_short:
-        if len(walks) >= REMEMBERED_TREES:
-            walks.clear()
-        walks[key] = (choices, budget.work - before)
+        _remember(walks, key, (choices, budget.work - before))
     return iter(choices)
+
+
+def _remember(walks, key, walk: tuple) -> None:
+    """walks[key] = walk, within REMEMBERED_CHOICES: past it, what was
+    kept goes (a tree's options change with its usage, so old keys are
+    mostly dead). The count lives in the Kept's note; requests on other
+    threads may add to it at once, so it is approximate, as a bound may
+    be."""
+    size = (walks.note or 0) + len(walk[0]) + 1
+    if size > REMEMBERED_CHOICES:
+        walks.clear()
+        size = len(walk[0]) + 1
+    walks.note = size
+    walks[key] = walk
 
 
 def slice_choices(plan: Plan, sharing: Sharing, part: Slice, budget: Budget,
                   seen: set, watcher: Watcher = QUIET,
                   walks=None) -> Iterator[tuple]:
     """Every candidate of a slice's trees, as the provider chosen per slot
-    (a candidate reached from two trees through a sharing provider comes
-    once: `seen` holds those given so far). `walks`: where each tree's
+    (a candidate reached from two trees through sharing providers comes
+    once: `seen` holds those of them given so far). `walks`: where each tree's
     walk may be remembered (see _walk); not with sharing providers, whose
     options span trees."""
     facts = part.facts
     view = View(facts, sharing.facts)
     if sharing.anchors:
         walks = None
+    # A candidate comes from one tree's walk, but one made only of sharing
+    # providers may come from the walk of every tree they serve: those
+    # alone are held in `seen` (not every candidate, which would be the
+    # whole answer).
+    sharers = set().union(*sharing.anchors.values()) if sharing.anchors else None
     g = plan.unnumbered
     # A tree of one provider, with no sharing provider to help and no
     # numbered group, is a candidate exactly when the SQL returned it.
@@ -433,12 +359,14 @@ def slice_choices(plan: Plan, sharing: Sharing, part: Slice, budget: Budget,
             continue
         found = refused = 0
         for chosen in _walk(plan, view, opts, budget, walks, anchor):
-            if chosen in seen:
+            shared = sharers is not None and sharers.issuperset(chosen)
+            if shared and chosen in seen:
                 continue
             if not nested_aware and not one_per_tree_ok(plan, view, chosen):
                 refused += 1
                 continue
-            seen.add(chosen)
+            if shared:
+                seen.add(chosen)
             budget.found += 1
             found += 1
             yield chosen

@@ -19,7 +19,8 @@ from __future__ import annotations
 import bisect
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from itertools import islice
+from typing import Callable, Iterable, Iterator, Optional
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -229,19 +230,57 @@ class Result:
     summaries: Optional[list] = None
     shown: Optional[list] = None
 
+    def allocating(self) -> set:
+        """The providers the candidates allocate from."""
+        return allocating(self.candidates)
+
     def summary_ids(self, whole_trees: bool) -> list:
         """Over the copy: the ids of the providers to summarise (those the
         candidates allocate from, or their whole trees), ascending, their
         `used` read."""
-        snap = self.snapshot
-        used = allocating(self.candidates)
-        if whole_trees:
-            members = snap.members
-            ids = sorted(rp for root in {snap.root[p] for p in used} for rp in members[root])
-        else:
-            ids = sorted(used)
+        ids = shown_ids(self.snapshot, self.allocating(), whole_trees)
         self._read_used(ids)
         return ids
+
+
+def shown_ids(snap: Snapshot, used: set, whole_trees: bool) -> list:
+    """The ids of the providers summarised for candidates allocating from
+    `used`, over the copy `snap`: those, or their whole trees; ascending."""
+    if whole_trees:
+        members = snap.members
+        return sorted(rp for root in {snap.root[p] for p in used} for rp in members[root])
+    return sorted(used)
+
+
+# Candidates times slots (each slot a provider in a candidate's text) up
+# to which an answer is worked out whole before it is sent, and past which
+# it is sent as it is found (candidates/flow.py): at most ~100 bytes of
+# JSON a slot, a few MB of text held, whatever the answer's size.
+WHOLE_CHOICES = 60_000
+
+
+def whole_size(plan: Plan) -> int:
+    """The most candidates of `plan`'s shape an answer holds whole."""
+    return max(1, WHOLE_CHOICES // max(1, len(plan.slots)))
+
+
+def sample(candidates: Iterable, k: int) -> list:
+    """`k` of the candidates chosen uniformly at random, in random order
+    (all of them, in their order, when there are no more than k), holding
+    k at a time: random.sample's answer, without the whole list to draw
+    from (a reservoir, Vitter's algorithm R, then shuffled)."""
+    rest = iter(candidates)
+    kept = list(islice(rest, k))
+    more = False
+    draw = random.randrange
+    for seen, cand in enumerate(rest, k):
+        more = True
+        at = draw(seen + 1)
+        if at < k:
+            kept[at] = cand
+    if more:
+        random.shuffle(kept)
+    return kept
 
 
 def bound_of(req: CandidateRequest, max_candidates: int = 0,
@@ -253,6 +292,17 @@ def bound_of(req: CandidateRequest, max_candidates: int = 0,
     if req.limit and not randomize:
         bound = min(bound, req.limit) if bound else req.limit
     return bound
+
+
+def over_viable_trees(search: Search, kept: Optional[KeptCache]) -> None:
+    """Over the copy of the facts without sharing providers, only the
+    trees the filters let through can give candidates (viable.py): the
+    search walks those alone. An observer (explain) hears every tree."""
+    reader = search.reader
+    if (isinstance(reader, MemoryReader) and not reader.snap.sharing
+            and search.observer is QUIET and search.trees is None):
+        search.trees = viable.Viable(reader, kept_for(
+            kept, reader.snap, viable.shape_key(search.plan), by_tree=True)).first()
 
 
 def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
@@ -271,17 +321,10 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
         return Result([], {}, {})
     bound = bound_of(req, max_candidates, randomize)
     search = Search(conn, req, lookups, bound, observer, snapshot=snapshot, kept=kept)
-    if snapshot is not None and not snapshot.sharing and observer is QUIET:
-        # Without sharing providers, only the trees the filters let
-        # through can give candidates (viable.py); an observer (explain)
-        # hears every tree.
-        search.trees = viable.Viable(search.reader, kept_for(
-            kept, snapshot, viable.shape_key(search.plan), by_tree=True)).first()
-    found: list = []
-    for cand in search.candidates():
-        found.append(cand)
-        if bound and len(found) >= bound:
-            break
-    if randomize and req.limit and len(found) > req.limit:
-        found = random.sample(found, req.limit)
-    return search.result(found)
+    over_viable_trees(search, kept)
+    found = search.candidates()
+    if bound:
+        found = islice(found, bound)
+    if randomize and req.limit:
+        return search.result(sample(found, req.limit))
+    return search.result(list(found))

@@ -124,13 +124,17 @@ class MemoryReader(FactsReader):
 
     def read_all_used(self) -> None:
         """Read `used` for every provider's inventory, in one statement:
-        for an answer over every tree (engine.tree_parts)."""
+        for an answer over every tree (by_tree.tree_parts), or the rest of
+        one given as it is found (flow.py). What was read before stays as
+        read: the candidates given so far were made from it."""
         found = self.snap.bounds
         if found is not None:
             # Rows of a provider created since the copy was read are not
             # looked up: harmless.
-            self.used.update({(rp, rc): n for rp, rc, n in driver_rows(
-                self.conn, _USED_RANGE, {"lo": found[0], "hi": found[1]})})
+            rows = driver_rows(self.conn, _USED_RANGE, {"lo": found[0], "hi": found[1]})
+            read = self.used_read
+            self.used.update({(rp, rc): n for rp, rc, n in rows if rp not in read}
+                             if read else {(rp, rc): n for rp, rc, n in rows})
         self.all_read = True
 
     # -- the filters ----------------------------------------------------------

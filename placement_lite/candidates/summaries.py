@@ -9,15 +9,18 @@ current allocations.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from placement_lite.candidates.engine import Result, allocating
+from placement_lite.candidates.engine import Result
 from placement_lite.candidates.reader import selecting
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
+
+if TYPE_CHECKING:
+    from placement_lite.candidates.flow import Flow
 
 
 class Summary(NamedTuple):
@@ -63,15 +66,16 @@ def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
             query.where(column.in_(bindparam("ids", expanding=True))))
 
 
-def summarize(conn: Connection, result: Result, whole_trees: bool,
+def summarize(conn: Connection, result: Union[Result, "Flow"], whole_trees: bool,
               classes: Optional[set] = None, with_traits: bool = True,
               with_tree: bool = True) -> list:
     """The summaries of the providers the candidates allocate from (or of
     their whole trees), ordered by provider id.
 
     `classes` (names) limits the resources shown; None shows every class.
+    `result`: an engine.Result, or a flow.Flow whose candidates are done.
     """
-    used = allocating(result.candidates)
+    used = result.allocating()
     if not used:
         return []
     if whole_trees:

@@ -10,6 +10,9 @@ Over the process's copy of the facts, what a provider's text is but for
 its usage does not change while the copy lasts, so it is kept
 (ProviderTexts): the API's own cache of rendered text, known by the
 copy's serial and the answer's format.
+
+An answer too big to hold (candidates/flow.py) is written in pieces as
+its candidates are found (`pieces`), with the same text.
 """
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ import operator
 import threading
 import weakref
 from collections import OrderedDict
-from typing import NamedTuple, Optional
+from itertools import islice
+from typing import Iterator, NamedTuple, Optional
 # The C string quoting behind json.dumps (with a pure-Python fallback).
 from json.encoder import encode_basestring_ascii as quote
 
@@ -27,6 +31,9 @@ from placement_lite.candidates.kept import lru_entry
 
 # Formats (uuid quoting, summaries per microversion and classes) kept.
 FORMATS_KEPT = 16
+# Candidates (or summaries) per piece of an answer written as it is found:
+# tens to a few hundred KB, which the server sends on before the next.
+PIECE = 256
 
 
 class ProviderTexts:
@@ -126,7 +133,8 @@ def body(answer, fmt: Format, texts: ProviderTexts, parts: PartTexts) -> bytes:
         reqs, sums = _parts_texts(answer, fmt, texts, parts)
     else:
         if not fmt.dict_allocations:
-            reqs = _requests_list(answer)
+            reqs = "[%s]" % _requests_list(answer.candidates, answer.class_names,
+                                           answer.uuids)
         else:
             quoted = texts.of(answer.snapshot, "quoted uuid") if answer.snapshot else {}
             reqs = "[%s]" % ",".join(_request_texts(
@@ -165,15 +173,60 @@ def _parts_texts(answer: Parts, fmt: Format, texts: ProviderTexts,
             "{%s}" % ",".join(map(_SUMMARIES, found)))
 
 
-def _requests_list(result) -> str:
-    """Before 1.12: a list of {resource_provider: {uuid}, resources}."""
-    names = result.class_names
-    uuids = result.uuids
+def pieces(flow, fmt: Format, texts: ProviderTexts) -> Iterator[bytes]:
+    """The JSON document of a candidates/flow.Flow, in pieces of PIECE
+    candidates (then summaries) as the search finds them: the very text
+    body() makes of the same answer, never held whole."""
+    yield b'{"allocation_requests":['
+    names, uuids = flow.class_names, flow.uuids
+    if fmt.dict_allocations:
+        quoted = texts.of(flow.snapshot, "quoted uuid") if flow.snapshot else {}
+        templates: dict = {}
+
+        def text(batch):
+            return ",".join(_request_texts(batch, names, uuids, quoted, fmt.mappings,
+                                           templates))
+    else:
+        def text(batch):
+            return _requests_list(batch, names, uuids)
+    lead = ""
+    for batch in _batches(flow.candidates(), PIECE):
+        yield (lead + text(batch)).encode()
+        lead = ","
+    flow.finish()
+    yield b'],"provider_summaries":{'
+    lead = ""
+    if flow.snapshot is not None:
+        used = flow.used.get
+        for ids in _batches(flow.shown, PIECE):
+            yield (lead + ",".join(_summary_texts(flow.snapshot, ids, used, fmt,
+                                                  texts))).encode()
+            lead = ","
+    else:
+        quoted_names: dict = {}
+        for sums in _batches(flow.summaries, PIECE):
+            yield (lead + _summaries_joined(sums, fmt, quoted_names)).encode()
+            lead = ","
+    yield b"}}"
+
+
+def _batches(items, size: int) -> Iterator[list]:
+    rest = iter(items)
+    while True:
+        batch = list(islice(rest, size))
+        if not batch:
+            return
+        yield batch
+
+
+def _requests_list(candidates, names: dict, uuids) -> str:
+    """Before 1.12: each candidate as {allocations: [{resource_provider:
+    {uuid}, resources}]}, joined (the list's brackets left to the caller)."""
     return json.dumps([{"allocations": [
         {"resource_provider": {"uuid": uuids[rp]},
          "resources": {names[rc]: n for rc, n in res.items()}}
         for rp, res in cand.allocations.items()]}
-        for cand in result.candidates], separators=(",", ":"))
+        for cand in candidates], separators=(",", ":"))[1:-1]
 
 
 # Every candidate of one engine.Layout has the same text but for its
@@ -200,11 +253,13 @@ def _template(layout, names, with_mappings) -> tuple:
 
 
 def _request_texts(candidates, names: dict, uuids, quoted: dict,
-                   with_mappings: bool) -> list:
+                   with_mappings: bool, templates: Optional[dict] = None) -> list:
     """Each candidate's text, in order. `quoted`: provider id -> its
     quoted uuid, filled as met (kept per copy of the facts when there is
-    one: a uuid never changes)."""
-    templates: dict = {}
+    one: a uuid never changes); `templates`: layout -> its template, for
+    an answer rendered in pieces."""
+    if templates is None:
+        templates = {}
     out = []
     for cand in candidates:
         found = templates.get(cand.layout)
@@ -244,8 +299,12 @@ def _summary_text(uuid, resources, traits, parent_uuid, root_uuid, with_traits,
 
 
 def _summaries_text(sums, fmt: Format) -> str:
-    names: dict = {}
-    return "{%s}" % ",".join(
+    return "{%s}" % _summaries_joined(sums, fmt, {})
+
+
+def _summaries_joined(sums, fmt: Format, names: dict) -> str:
+    """Summary values' texts, joined; `names` memoises quoted class names."""
+    return ",".join(
         _summary_text(s.uuid, [(n, c, str(u)) for n, c, u in s.resources],
                       s.traits, s.parent_uuid, s.root_uuid, fmt.traits,
                       fmt.tree, names)

@@ -1,7 +1,13 @@
-"""GET /allocation_candidates: parse, search, render for the microversion."""
+"""GET /allocation_candidates: parse, search, render for the microversion.
+
+An answer too big to hold (candidates/flow.py) is written as it is found,
+in pieces, while its read transaction lasts (_Stream)."""
 from __future__ import annotations
 
+import logging
+import sys
 import time
+from contextlib import ExitStack
 from functools import lru_cache
 
 import falcon
@@ -15,7 +21,10 @@ from placement_lite.api.versions import (
     ALL_RESOURCES_IN_SUMMARIES, ALLOCATION_CANDIDATES, CANDIDATE_REQUIRED,
     DICT_ALLOCATIONS, MAPPINGS, NESTED_CANDIDATES)
 from placement_lite.candidates import answer
+from placement_lite.candidates.flow import Flow
 from placement_lite.candidates.query import parse_candidate_request
+
+LOG = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=512)
@@ -52,16 +61,74 @@ class AllocationCandidates:
             traits=version.has(CANDIDATE_REQUIRED), tree=version.has(NESTED_CANDIDATES))
         settings = self.services.settings
         started = time.perf_counter()
-        with self.services.db.read() as conn:
+        with ExitStack() as reading:
+            conn = reading.enter_context(self.services.db.read())
             snapshot = self.services.facts_now(conn)
             found = answer.answer(
                 conn, wanted,
                 answer.Shown(fmt.classes, fmt.traits, fmt.tree, by_tree=fmt.dict_allocations),
                 settings.max_allocation_candidates, settings.randomize_allocation_candidates,
                 snapshot, self.services.facts.kept if snapshot is not None else None)
+            if isinstance(found, Flow):
+                # Read on as the answer is written: the transaction ends
+                # with the stream.
+                reading = reading.pop_all()
+        resp.content_type = falcon.MEDIA_JSON
+        render.cache_headers(req, resp)
+        if isinstance(found, Flow):
+            resp.stream = _Stream(text.pieces(found, fmt, self.texts), reading,
+                                  self._searched, started, req.context.request_id)
+            return
+        self._searched(started)
+        resp.data = text.body(found, fmt, self.texts, self.parts)
+
+    def _searched(self, started: float) -> None:
         metrics = self.services.metrics
         if metrics is not None:
             metrics.observe_candidate_search(time.perf_counter() - started)
-        resp.content_type = falcon.MEDIA_JSON
-        resp.data = text.body(found, fmt, self.texts, self.parts)
-        render.cache_headers(req, resp)
+
+
+class _Stream:
+    """The WSGI body of an answer written as it is found (flow.Flow).
+
+    The status and headers are sent before the first piece, so nothing
+    found later can change them: every refusal was decided before the
+    Flow existed. A failure after that (the database gone mid-answer)
+    is logged and raised to the server, which closes the connection
+    without ending the chunked body: the client sees an answer cut
+    short, never a complete-looking one. The read transaction ends when
+    the body does, or when the server closes it (a client gone away)."""
+
+    def __init__(self, pieces, reading: ExitStack, searched, started: float,
+                 request_id: str):
+        self._pieces, self._reading = pieces, reading
+        self._searched, self._started, self._rid = searched, started, request_id
+        self._sent = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            piece = next(self._pieces)
+        except StopIteration:
+            self.close()
+            self._searched(self._started)
+            raise
+        except Exception:
+            LOG.exception("%s: the candidates answer failed after %d bytes were "
+                          "sent; the response is cut short", self._rid, self._sent)
+            self._end(*sys.exc_info())
+            raise
+        self._sent += len(piece)
+        return piece
+
+    def _end(self, *exc_info) -> None:
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            self._pieces.close()
+            reading.__exit__(*exc_info)
+
+    def close(self) -> None:
+        """WSGI's close: the answer done, or abandoned."""
+        self._end(None, None, None)
