@@ -233,7 +233,8 @@ def run(args) -> dict:
     finally:
         matrix.remove_worktrees(worktrees)
     return {"db": args.db, "workers": args.workers, "threads": args.threads,
-            "compare": args.compare, "placement": args.placement, "minutes": round((time.time() - started) / 60, 1),
+            "compare": args.compare, "placement": args.placement,
+            "minutes": round((time.time() - started) / 60, 1),
             "load_average": [round(x, 2) for x in __import__("os").getloadavg()],
             "rows": rows, "answers_checked": checked[0]}
 
