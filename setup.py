@@ -81,6 +81,9 @@ setup(
             # The reference implementation itself: its database is imported
             # and both servers' answers compared (tests/test_sameness.py).
             "openstack-placement==16.0.0",
+            # Its PostgreSQL driver, for `python -m bench full --placement
+            # --db postgresql` (bench/placement16.py).
+            "psycopg2-binary>=2.9",
             # Placement's own gabbi fixtures (which import it) build the
             # worlds our conformance fixtures are compared with.
             "oslotest>=4.0",

@@ -16,6 +16,11 @@ code, each variant):
   and the pool must end exactly full;
 - a claim (PUT /allocations of a new instance on a node of the cloud);
 - GET /usages of a project holding USAGE_CONSUMERS consumers.
+
+With --placement, OpenStack Placement 16 is a side of each variant too
+(`placement-idle`, `placement-full`; bench/placement16.py): its own
+server and database on the same backend, the same cloud loaded into its
+schema, measured in the same alternating rounds.
 """
 from __future__ import annotations
 
@@ -43,6 +48,13 @@ def query_path(k: int = 0, limit: int = 10) -> str:
 
 
 # ------------------------------------------------------------ workloads
+class Failed(RuntimeError):
+    """A request of a workload answered an error. On a Placement side it
+    is reported in the table (OpenStack Placement 16's GET /usages at
+    1.38+ answers 500 on PostgreSQL: a GROUP BY it lacks); on ours it
+    stops the run."""
+
+
 def _exchange(client, method, path, body=None):
     began = time.perf_counter()
     status, raw, headers = client.exchange(method, path, body)
@@ -69,7 +81,7 @@ def claim(side, runs: int, rnd: int, count: int) -> dict:
                 "project_id": project, "user_id": user,
                 "consumer_generation": None, "consumer_type": "INSTANCE"})
         if status != 204:
-            raise RuntimeError(f"claim answered {status}: {raw[:300]!r}")
+            raise Failed(f"claim answered {status}: {_detail(raw)}")
         times.append(elapsed)
         if headers.get(STATEMENTS):
             stmts.append(int(headers[STATEMENTS]))
@@ -90,7 +102,8 @@ def usages(side, runs: int) -> dict:
         body = json.loads(raw) if status == 200 else {"usages": {}}
         counted = sum(g.get("consumer_count", 0) for g in body["usages"].values())
         if counted != USAGE_CONSUMERS:
-            raise RuntimeError(f"GET {path}: {status} {raw[:300]!r}")
+            raise Failed(f"GET /usages answered {status}, {counted} consumers: "
+                         f"{_detail(raw)}")
         times.append(elapsed)
         if headers.get(STATEMENTS):
             stmts.append(int(headers[STATEMENTS]))
@@ -98,10 +111,22 @@ def usages(side, runs: int) -> dict:
             "stmts": statistics.median(stmts) if stmts else None}
 
 
+def _detail(raw: bytes) -> str:
+    """An error answer's detail, in short."""
+    try:
+        text = json.loads(raw)["errors"][0]["detail"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        text = raw.decode(errors="replace")
+    return " ".join(text.split())[:160]
+
+
 def scheduler(side, pool: int, clients: int = 20) -> dict:
     """`clients` schedulers racing for pool `pool`: each asks for
     candidates (limit=10), claims one at random, and goes on until none
-    is left. Loops per second; the pool must end exactly full."""
+    is left. Loops (claims granted or refused with 409) per second; the
+    pool must end exactly full. An error (another status: OpenStack
+    Placement on SQLite answers 500 "database is locked") is counted and
+    the client goes on, as a scheduler retries, until 10 in a row."""
     path = query_path(pool)
     project, user = uid("bench-scheduler"), uid("bench-user")
     lock = threading.Lock()
@@ -110,12 +135,14 @@ def scheduler(side, pool: int, clients: int = 20) -> dict:
     def work(i):
         client = Client(side.http)
         rng = random.Random(i)
-        while True:
+        failed = 0  # in a row: a scheduler retries an error, but not forever
+        while failed < 10:
             got, status, raw, headers = _exchange(client, "GET", path)
             if status != 200:
                 with lock:
                     tally["errors"] += 1
-                return
+                failed += 1
+                continue
             found = json.loads(raw)["allocation_requests"]
             if not found:
                 return
@@ -132,8 +159,7 @@ def scheduler(side, pool: int, clients: int = 20) -> dict:
                 tally[key] += 1
                 if headers.get(STATEMENTS) and h2.get(STATEMENTS):
                     tally["stmts"].append(int(headers[STATEMENTS]) + int(h2[STATEMENTS]))
-            if key == "errors":
-                return
+            failed = failed + 1 if key == "errors" else 0
 
     cpu0 = side.cpu()
     began = time.monotonic()
@@ -149,17 +175,20 @@ def scheduler(side, pool: int, clients: int = 20) -> dict:
     used = sum(client.get(f"/resource_providers/{uid(f'pool-{pool}-{j}')}/usages")[1]
                ["usages"].get("VCPU", 0) for j in range(POOL_SIZE))
     capacity = POOL_SIZE * POOL_VCPU
+    # Not exact: the pool ended over (or under) its capacity, or a claim
+    # failed otherwise than by a 409; "used" and "errors" say which.
     return {"per_s": loops / wall, "cpu_ms": 1000 * cpu / max(loops, 1),
             "stmts": statistics.median(tally["stmts"]) if tally["stmts"] else None,
             "exact": used == capacity and tally["granted"] == capacity
-            and not tally["errors"], "granted": tally["granted"],
+            and not tally["errors"], "granted": tally["granted"], "used": used,
+            "capacity": capacity, "errors": tally["errors"],
             "get_ms": 1000 * statistics.median(tally["get"]) if tally["get"] else None,
             "put_ms": 1000 * statistics.median(tally["put"]) if tally["put"] else None}
 
 
 # --------------------------------------------------------------- driver
 def run(args) -> dict:
-    from bench import complete, matrix
+    from bench import complete, matrix, placement16
     workdir = tempfile.mkdtemp(prefix="pl-full-", dir=args.workdir)
     trees = [("new", matrix.REPO)]
     worktrees: list = []
@@ -184,6 +213,19 @@ def run(args) -> dict:
                         sides.append(side)
                         print(f"# {side.label} {count}: loaded {side.load_seconds}",
                               file=sys.stderr)
+                    if args.placement:
+                        port += 1
+                        side = placement16.PlacementSide(
+                            variant, args.db, workdir, port, args.workers, args.threads,
+                            count)
+                        # Checked against placement-lite's reference in the
+                        # same world (its own database holds the same Cloud).
+                        side.reference = placement16.SameWorld(
+                            next(s.reference for s in sides
+                                 if s.variant == variant and s.code == "new"))
+                        sides.append(side)
+                        print(f"# {side.label} {count}: loaded {side.load_seconds}",
+                              file=sys.stderr)
                 _measure(sides, count, args, rows, checked, complete)
             finally:
                 for side in sides:
@@ -191,7 +233,8 @@ def run(args) -> dict:
     finally:
         matrix.remove_worktrees(worktrees)
     return {"db": args.db, "workers": args.workers, "threads": args.threads,
-            "compare": args.compare, "minutes": round((time.time() - started) / 60, 1),
+            "compare": args.compare, "placement": args.placement,
+            "minutes": round((time.time() - started) / 60, 1),
             "load_average": [round(x, 2) for x in __import__("os").getloadavg()],
             "rows": rows, "answers_checked": checked[0]}
 
@@ -202,22 +245,36 @@ def _measure(sides, count, args, rows, checked, complete) -> None:
 
     def rounds(name, work, n_rounds, applies=lambda side: True):
         per = {s.label: [] for s in sides if applies(s)}
+        failed = {}
         for rnd in range(n_rounds):
             order = sides if rnd % 2 == 0 else sides[::-1]
             for side in order:
-                if applies(side):
-                    per[side.label].append(work(side, rnd))
-        rows[name] = {label: matrix._merge(res) for label, res in per.items()}
+                if applies(side) and side.label not in failed:
+                    try:
+                        per[side.label].append(work(side, rnd))
+                    except Failed as exc:
+                        if side.code != "placement":
+                            raise
+                        failed[side.label] = str(exc)
+        rows[name] = {label: {"failed": failed[label]} if label in failed
+                      else matrix._merge(res) for label, res in per.items()}
         for label, res in per.items():
+            if label in failed:
+                continue
             for key in ("get_ms", "put_ms"):
                 if res and key in res[0]:
-                    rows[name][label][key] = statistics.median(
-                        r[key] for r in res if r[key] is not None)
+                    got = [r[key] for r in res if r[key] is not None]
+                    rows[name][label][key] = statistics.median(got) if got else None
+            for key in ("used", "capacity", "errors"):
+                if res and key in res[0]:
+                    rows[name][label][key] = [r[key] for r in res]
         print(f"# {name}: " + json.dumps(rows[name]), file=sys.stderr)
 
     def query(side, rnd):
+        # Pool 0's 64 idle nodes, which no workload claims from: 10.
         expect = complete.Expected(f"cloud {size}: filtered limit=10 [{side.label}]",
-                                   side.reference, query_path(0), 10)
+                                   side.reference, query_path(0),
+                                   complete.bounded(POOL_SIZE, 10))
         out = filtered(side, max(2, args.runs // args.rounds), expect)
         expect.settle()
         checked[0] += expect.checked
@@ -247,6 +304,9 @@ def add_parser(sub):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--compare", help="a commit to run alternately against this tree")
+    p.add_argument("--placement", action="store_true",
+                   help="OpenStack Placement 16 as a side of each variant too "
+                   "(--workers processes x --threads threads under waitress)")
     p.add_argument("--runs", type=int, default=40, help="requests per latency figure")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--loops", type=int, default=2,
@@ -258,12 +318,20 @@ def add_parser(sub):
 
 
 def table(result) -> str:
-    """One line per figure: each side's median (CPU, statements), then
-    new against base per variant and full against idle for the new code."""
+    """One line per figure: each side's median (CPU, statements; "-" where
+    a side does not count them), then new against base and against
+    Placement per variant, and full against idle for the new code."""
     rows = result["rows"]
-    labels = [lab for lab in ("base-idle", "new-idle", "base-full", "new-full")
-              if any(lab in per for per in rows.values())]
-    head = ["figure"] + labels + ["new/base idle", "new/base full", "full/idle (new)"]
+    order = [f"{code}-{variant}" for variant in ("idle", "full")
+             for code in ("base", "new", "placement")]
+    labels = [lab for lab in order if any(lab in per for per in rows.values())]
+    # (heading, the other side, the new side): > 1, the new side is better.
+    ratios = [(f"new/{code} {variant}", f"{code}-{variant}", f"new-{variant}")
+              for code in ("base", "placement") for variant in ("idle", "full")
+              if f"{code}-{variant}" in labels and f"new-{variant}" in labels]
+    if "new-idle" in labels and "new-full" in labels:
+        ratios.append(("full/idle (new)", "new-idle", "new-full"))
+    head = ["figure"] + labels + [r[0] for r in ratios]
     lines = [f"{result['db']}, {result['workers']} workers x {result['threads']} threads, "
              f"load average {result['load_average']}, {result['minutes']} min; "
              f"{result['answers_checked']} timed candidates answers checked complete",
@@ -277,22 +345,26 @@ def table(result) -> str:
         return f"{(x / y if unit in ('ms', 'MiB') else y / x):.2f}x"
 
     for name, per in rows.items():
-        cells = [name]
-        for lab in labels:
-            fig = per.get(lab)
-            if not fig:
-                cells.append("-")
-                continue
-            text = f"{fig['median']:.2f} {fig['unit']}"
-            if fig.get("exact") is not None:
-                text += " exact" if fig["exact"] else " NOT EXACT"
-            text += f" ({fig['cpu_ms']:.1f} ms CPU"
-            text += f", {fig['stmts']:g} stmts)" if fig.get("stmts") else ")"
-            if fig.get("get_ms") is not None:
-                text += f"; GET {fig['get_ms']:.1f} / PUT {fig['put_ms']:.1f} ms"
-            cells.append(text)
-        # base over new (a higher number: the new code is faster)
-        cells += [ratio(per, "base-idle", "new-idle"), ratio(per, "base-full", "new-full"),
-                  ratio(per, "new-idle", "new-full")]
+        cells = [name] + [_cell(per.get(lab)) for lab in labels]
+        cells += [ratio(per, other, new) for _h, other, new in ratios]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _cell(fig) -> str:
+    if not fig:
+        return "-"
+    if fig.get("failed"):
+        return f"FAILS: {fig['failed']}"
+    text = f"{fig['median']:.2f} {fig['unit']}"
+    if fig.get("exact") is not None:
+        text += " exact" if fig["exact"] else " NOT EXACT"
+        if not fig["exact"] and fig.get("used"):
+            text += (f" (VCPU used {'/'.join(map(str, fig['used']))} of "
+                     f"{fig['capacity'][0]}, granted {'/'.join(map(str, fig['granted']))}"
+                     f", errors {'/'.join(map(str, fig['errors']))})")
+    stmts = f"{fig['stmts']:g}" if fig.get("stmts") else "-"
+    text += f" ({fig['cpu_ms']:.1f} ms CPU, {stmts} stmts)"
+    if fig.get("get_ms") is not None:
+        text += f"; GET {fig['get_ms']:.1f} / PUT {fig['put_ms']:.1f} ms"
+    return text

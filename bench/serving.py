@@ -35,11 +35,13 @@ class ServerProcess:
 
     `env` and `cwd` choose the code it runs (the matrix starts each side
     with its own tree on PYTHONPATH; without them, this bench's own tree);
-    `extra` goes on the command line.
+    `extra` goes on the command line. `command` runs another server
+    instead (OpenStack Placement's, bench/placement16.py), ready once
+    `health` answers 200; `log`: a file for its output (else discarded).
     """
 
     def __init__(self, db_url, port, workers=1, extra=(), env=None, cwd=None,
-                 name="the server"):
+                 name="the server", command=None, health="/healthcheck", log=None):
         # Another server on the port would answer the health check in this
         # one's place (and be measured instead of it).
         with socket.socket() as probe:
@@ -51,16 +53,21 @@ class ServerProcess:
                 raise RuntimeError(f"{name}: port {port} is taken ({exc}); "
                                    "give another --port") from None
         self.http = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "placement_lite.cli", "serve", "--db", db_url,
-             "--port", str(port), "--workers", str(workers),
-             "--log-level", "WARNING", *extra],
-            env=tree_env() if env is None else env, cwd=cwd or TREE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        command = command or [
+            sys.executable, "-m", "placement_lite.cli", "serve", "--db", db_url,
+            "--port", str(port), "--workers", str(workers), "--log-level", "WARNING"]
+        out = open(log, "ab") if log else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(
+                [*command, *extra], env=tree_env() if env is None else env,
+                cwd=cwd or TREE, stdout=out, stderr=subprocess.STDOUT if log else out)
+        finally:
+            if log:
+                out.close()
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.proc.poll() is None:
             try:
-                if Client(self.http).get("/healthcheck")[0] == 200:
+                if Client(self.http).get(health)[0] == 200:
                     return
             except OSError:
                 pass

@@ -22,12 +22,14 @@ Shapes (Placement's gate/perfload-* jobs):
   shape's inventory, not in the pools) and, after them, the pools of 64
   idle nodes that bench/full.py's schedulers claim from; in the full
   variant every node carries 30-90% of its capacity, held by several
-  consumers of many projects (bench/full.py says how many).
+  consumers of many projects; defined once, as plain rows, by Cloud,
+  which OpenStack Placement's loader (bench/placement16.py) reads too.
 Provider and project ids are uuid5 of their names, so the benchmark knows
 them without asking.
 """
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 import uuid as uuidlib
@@ -330,61 +332,104 @@ def consumers_for(count: int) -> int:
     return max(count, min(CONSUMERS_MAX, 10 * count))
 
 
+POOL_INVENTORY = {"VCPU": POOL_VCPU, "MEMORY_MB": 65536, "DISK_GB": 8192}
+
+
+class Cloud:
+    """A cloud of bench/full.py as plain rows, named and counted but
+    without database ids: the one definition that every loader of it
+    reads (load_cloud below for placement_lite's schema,
+    bench/placement16.py for OpenStack Placement's), so the worlds the
+    sides are measured in cannot drift apart.
+
+    `count` compute nodes with the flat inventory, each in AGGREGATE,
+    then POOLS pools of POOL_SIZE idle nodes, pool k in
+    pool_aggregate(k). `in_use`: the full variant, where every node is
+    30-90% used by consumers_for(count) consumers: consumer c on node
+    c % count, the first USAGE_CONSUMERS of the usage project, the others
+    of PROJECTS projects, their share of the node split evenly among the
+    consumers on it."""
+
+    def __init__(self, count: int, in_use: bool):
+        self.count, self.in_use = count, in_use
+        # In the order they are created (so in id order).
+        self.aggregates = [AGGREGATE] + [pool_aggregate(k) for k in range(POOLS)]
+        self.projects = ([uid(f"cloud-project-{p}") for p in range(PROJECTS)]
+                         + [cloud_usage_project()]) if in_use else []
+        self.users = [uid(f"cloud-user-{u}") for u in range(10)] if in_use else []
+
+    def providers(self):
+        """(name, inventory {class: total, max_unit the same}, traits,
+        aggregate uuids) in id order; the uuid is uid(name). The pools
+        last: a walk of the cloud in id order meets them last."""
+        for i in range(self.count):
+            yield f"node-{i}", FLAT, ("HW_CPU_X86_AVX2",), (AGGREGATE,)
+        for k in range(POOLS):
+            for j in range(POOL_SIZE):
+                yield (f"pool-{k}-{j}", POOL_INVENTORY, ("HW_CPU_X86_AVX2",),
+                       (pool_aggregate(k),))
+
+    def consumers(self):
+        """(uuid, project, user, [(provider index in providers(), class,
+        used)]) in id order, project and user as external ids; none when
+        idle."""
+        if not self.in_use:
+            return
+        n = self.count
+        rng = random.Random(n)
+        total = consumers_for(n)
+        share = [rng.uniform(0.3, 0.9) for _ in range(n)]
+        per_node = [total // n + (1 if i < total % n else 0) for i in range(n)]
+        usage = self.projects[PROJECTS]
+        for c in range(total):
+            i = c % n
+            f = share[i] / per_node[i]
+            owner = usage if c < USAGE_CONSUMERS else self.projects[c % PROJECTS]
+            yield uid(f"cloud-consumer-{c}"), owner, self.users[c % 10], [
+                (i, "VCPU", max(1, int(FLAT["VCPU"] * f))),
+                (i, "MEMORY_MB", max(256, int(FLAT["MEMORY_MB"] * f) // 256 * 256)),
+                (i, "DISK_GB", max(1, int(FLAT["DISK_GB"] * f)))]
+
+
 def load_cloud(conn, t, bulk, count: int, in_use: bool) -> None:
-    """The cloud's rows (called by bench/worlds.py's loader)."""
-    nodes = [bulk.provider(f"node-{i}", inventory=FLAT, traits=["HW_CPU_X86_AVX2"],
-                           aggregate=True) for i in range(count)]
-    # The pools last: a walk of the cloud in id order meets them last.
-    for k in range(POOLS):
-        agg = conn.execute(insert(t.placement_aggregates).values(
-            uuid=pool_aggregate(k))).inserted_primary_key[0]
-        for j in range(POOL_SIZE):
-            rp = bulk.provider(f"pool-{k}-{j}", inventory={
-                "VCPU": POOL_VCPU, "MEMORY_MB": 65536, "DISK_GB": 8192},
-                traits=["HW_CPU_X86_AVX2"])
-            bulk.rpa.append(dict(resource_provider_id=rp, aggregate_id=agg))
+    """The Cloud's rows in placement_lite's schema (called by this
+    module's loader)."""
+    cloud = Cloud(count, in_use)
+    aggs = {AGGREGATE: bulk.agg}
+    for uuid in cloud.aggregates:
+        if uuid not in aggs:
+            aggs[uuid] = conn.execute(insert(t.placement_aggregates).values(
+                uuid=uuid)).inserted_primary_key[0]
+    ids = []
+    for name, inventory, traits, member_of in cloud.providers():
+        rp = bulk.provider(name, inventory=inventory, traits=traits)
+        bulk.rpa += [dict(resource_provider_id=rp, aggregate_id=aggs[a]) for a in member_of]
+        ids.append(rp)
     bulk.flush()
     if in_use:
-        _hold(conn, t, bulk, nodes)
+        _hold(conn, t, bulk, cloud, ids)
 
 
-def _hold(conn, t, bulk, nodes: list) -> None:
-    """Every node 30-90% used, by consumers_for(len(nodes)) consumers:
-    consumer c on node c % N; the first USAGE_CONSUMERS of the usage
-    project, the others of PROJECTS projects."""
-    rng = random.Random(len(nodes))
-    n = len(nodes)
-    total = consumers_for(n)
-    projects = [conn.execute(insert(t.projects).values(
-        external_id=uid(f"cloud-project-{p}"))).inserted_primary_key[0]
-        for p in range(PROJECTS)]
-    usage = conn.execute(insert(t.projects).values(
-        external_id=cloud_usage_project())).inserted_primary_key[0]
-    users = [conn.execute(insert(t.users).values(
-        external_id=uid(f"cloud-user-{u}"))).inserted_primary_key[0] for u in range(10)]
-    # Each node's share, split evenly among the consumers on it.
-    share = [rng.uniform(0.3, 0.9) for _ in range(n)]
-    per_node = [total // n + (1 if i < total % n else 0) for i in range(n)]
+def _hold(conn, t, bulk, cloud, ids: list) -> None:
+    """The Cloud's consumers and their allocations."""
+    def external(table, names):
+        return {name: conn.execute(insert(table).values(
+            external_id=name)).inserted_primary_key[0] for name in names}
+    projects, users = external(t.projects, cloud.projects), external(t.users, cloud.users)
     rc = bulk.rc
     first = (conn.execute(select(func.max(t.consumers.c.id))).scalar() or 0) + 1
-    batch = 2000
-    for start in range(0, total, batch):
-        rows, allocs = [], []
-        for c in range(start, min(start + batch, total)):
-            i = c % n
-            k = per_node[i]
-            f = share[i] / k
-            owner = usage if c < USAGE_CONSUMERS else projects[c % PROJECTS]
-            rows.append(dict(id=first + c, uuid=uid(f"cloud-consumer-{c}"),
-                             project_id=owner, user_id=users[c % 10], generation=1))
-            for name, amount in (("VCPU", max(1, int(FLAT["VCPU"] * f))),
-                                 ("MEMORY_MB", max(256, int(FLAT["MEMORY_MB"] * f) // 256 * 256)),
-                                 ("DISK_GB", max(1, int(FLAT["DISK_GB"] * f)))):
-                allocs.append(dict(resource_provider_id=nodes[i], consumer_id=first + c,
-                                   resource_class_id=rc[name], used=amount))
-        conn.execute(insert(t.consumers), rows)
-        conn.execute(insert(t.allocations), allocs)
-
+    consumers = enumerate(cloud.consumers(), first)
+    while True:
+        part = list(itertools.islice(consumers, BATCH))
+        if not part:
+            break
+        conn.execute(insert(t.consumers), [
+            dict(id=c, uuid=uuid, project_id=projects[project], user_id=users[user],
+                 generation=1) for c, (uuid, project, user, _a) in part])
+        conn.execute(insert(t.allocations), [
+            dict(resource_provider_id=ids[i], consumer_id=c, resource_class_id=rc[name],
+                 used=used)
+            for c, (_u, _p, _s, allocations) in part for i, name, used in allocations])
 
 
 if __name__ == "__main__":

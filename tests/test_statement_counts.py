@@ -200,17 +200,26 @@ def test_candidates_from_the_copy_of_the_facts(client, db):
 def test_a_repeated_bounded_answer_reads_usage_in_one_statement(client, db):
     """A bounded answer over the copy reads `used` for a slice of trees at
     a time until the bound is met; the same request again reads as many
-    trees as the last one went through, in one statement."""
+    trees as the last one went through, in one statement. Trees that
+    cannot serve the request whatever they use (here, disks) are not
+    read at all (candidates/viable.py)."""
     for i in range(40):
         rp = str(uuid.uuid4())
         client.simulate_post("/resource_providers", json={"name": f"disk{i}", "uuid": rp})
         client.simulate_put(f"/resource_providers/{rp}/inventories", json={
             "resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 100}}})
+    # Forty compute nodes with VCPU, all of it used: they can serve VCPU,
+    # so their usage must be read, and they give no candidate.
+    owner = str(uuid.uuid4())
+    for i in range(40):
+        rp = _provider(client, f"full{i}")
+        _count(client, "PUT", f"/allocations/{uuid.uuid4()}", _claim(rp, owner, owner, 32))
     for i in range(10):
         _provider(client, f"cn{i}")
     path = "/allocation_candidates?resources=VCPU:1&limit=5"
     _count(client, "GET", "/allocation_candidates?resources=DISK_GB:1")  # the copy
-    # The first slice of trees (32) holds no candidate: a second is read.
+    # The first slice of viable trees (32, all full) holds no candidate: a
+    # second is read.
     assert _count(client, "GET", path) == 3 + _transactions(db, 1)
     assert _count(client, "GET", path) == 2 + _transactions(db, 1)
     resp = client.simulate_get(path)
