@@ -8,20 +8,23 @@ fixture subclasses it). Per test, that fixture starts Placement's
 `http://<uuid>/placement`; every request nova's report client makes goes
 there, in process.
 
-`install()` swaps exactly those two names in the fixture's module, so the
-same fixture, unchanged in everything else (the intercept, the endpoint,
-the token, nova's patching of its report client), serves placement_lite:
+`install()` swaps two names, so the same fixture, unchanged in everything
+else (the intercept, the endpoint, the token, nova's patching of its
+report client), serves placement_lite:
 
-- `db_fixture.Database` becomes `LiteDatabase`: a fresh, migrated
-  placement_lite database for each test (a temporary SQLite file, or the
+- `Database` in `placement.tests.fixtures` (the fixture's `db_fixture`, and
+  the module a nova test that manages Placement's database itself uses,
+  as test_bug_1679750 does) becomes `LiteDatabase`: a fresh, migrated
+  placement_lite database for each use (a temporary SQLite file, or the
   connection the fixture already configured), disposed of when the test's
   fixtures are cleaned up;
-- `deploy.loadapp` becomes `loadapp`: placement_lite's WSGI app
-  (`build_wsgi`) on that database, with the settings the fixture's
-  configuration asks of Placement (noauth2, the legacy policy defaults).
+- `deploy` in the fixture's module becomes a namespace whose `loadapp` is
+  ours: placement_lite's WSGI app (`build_wsgi`) on that database, with
+  the settings the fixture's configuration asks of Placement (noauth2, the
+  legacy policy defaults).
 
-No nova code and no Placement code changes; only those two lookups in one
-module answer differently.
+No nova code and no Placement code changes; only those two lookups answer
+differently.
 """
 from __future__ import annotations
 
@@ -107,8 +110,8 @@ def settings_for(conf) -> Settings:
 def loadapp(conf):
     db = _CURRENT["db"]
     if db is None:
-        raise RuntimeError("PlacementFixture loaded its app without a database; "
-                           "db=False is not supported by this hook")
+        raise RuntimeError("PlacementFixture loaded its app with no Database fixture "
+                           "started (db=False, and none set up by the test)")
     settings = settings_for(conf)
     if settings.db != db.url:
         raise RuntimeError(f"the fixture's connection {settings.db!r} is not the "
@@ -116,24 +119,25 @@ def loadapp(conf):
     return build_wsgi(settings, db)
 
 
-def _replacements() -> dict:
-    return {"db_fixture": types.SimpleNamespace(Database=LiteDatabase),
-            "deploy": types.SimpleNamespace(loadapp=loadapp)}
+def _replacements() -> list:
+    """(module, name, value) for each name install() sets."""
+    return [(upstream.db_fixture, "Database", LiteDatabase),
+            (upstream, "deploy", types.SimpleNamespace(loadapp=loadapp))]
 
 
 def install() -> None:
     """For a process that only runs nova's tests (tests/nova_functional/boot.py)."""
-    for name, value in _replacements().items():
-        setattr(upstream, name, value)
+    for module, name, value in _replacements():
+        setattr(module, name, value)
 
 
 @contextmanager
 def installed():
     """install(), undone on exit (for a test inside our own suite)."""
-    saved = {name: getattr(upstream, name) for name in _replacements()}
+    saved = [(module, name, getattr(module, name)) for module, name, _ in _replacements()]
     install()
     try:
         yield
     finally:
-        for name, value in saved.items():
-            setattr(upstream, name, value)
+        for module, name, value in saved:
+            setattr(module, name, value)
