@@ -99,6 +99,48 @@ def test_placements_fixture_serves_placement_lite_with_a_fresh_database_each_tim
     assert upstream.db_fixture.Database.__module__ == "placement.tests.fixtures"
 
 
+def test_a_database_the_test_manages_itself_outlives_the_fixture():
+    """As nova's test_bug_1679750 does: Placement's Database fixture set
+    up by the test, and PlacementFixture(db=False) used twice on it; what
+    the first use wrote, the second reads, from placement_lite."""
+    upstream = pytest.importorskip(
+        "placement.tests.functional.fixtures.placement",
+        reason="needs openstack-placement and oslotest (test extras)")
+    requests = pytest.importorskip("requests")
+    testtools = pytest.importorskip("testtools")
+    from oslo_config import cfg
+    from oslo_config import fixture as config_fixture
+    from placement import conf as placement_conf
+    from placement.tests import fixtures as placement_db
+
+    from tests.nova_functional import hook
+
+    rp = str(uuid.uuid4())
+    out = {}
+
+    def use(config, send):
+        with upstream.PlacementFixture(conf_fixture=config, db=False,
+                                       register_opts=False) as fixture:
+            return send(fixture.endpoint).status_code
+
+    class Case(testtools.TestCase):
+        def test(self):
+            config = self.useFixture(config_fixture.Config(cfg.ConfigOpts()))
+            placement_conf.register_opts(config.conf)
+            self.useFixture(placement_db.Database(config, set_config=True))
+            out["created"] = use(config, lambda url: requests.post(
+                f"{url}/resource_providers", headers=ADMIN, json={"name": "cn1", "uuid": rp}))
+            out["found"] = use(config, lambda url: requests.get(
+                f"{url}/resource_providers/{rp}", headers=ADMIN))
+            out["rows"] = _provider_count(hook._CURRENT["db"])
+
+    with hook.installed():
+        result = testtools.TestResult()
+        Case("test").run(result)
+    assert not result.errors and not result.failures, result.errors + result.failures
+    assert out == {"created": 200, "found": 200, "rows": 1}
+
+
 def test_a_fixture_configured_otherwise_is_refused():
     pytest.importorskip("placement.conf", reason="needs openstack-placement (test extra)")
     from oslo_config import cfg
