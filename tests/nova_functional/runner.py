@@ -69,7 +69,8 @@ EXCLUSIONS: dict[str, str] = {}
 # differences not fixed yet, test id -> reason. Only shrinks.
 PENDING: dict[str, str] = {}
 
-# What nova's tox.ini [testenv] and [testenv:functional] set.
+# What nova's tox.ini [testenv] and [testenv:functional] set (LC_ALL:
+# C.UTF-8 where tox says en_US.utf-8, which a minimal machine may lack).
 TOX_ENV = {
     "LANGUAGE": "en_US",
     "LC_ALL": "C.UTF-8",
@@ -337,10 +338,14 @@ def main(argv=None) -> int:
     if problems:
         print("cannot run nova's tests here: " + "; ".join(problems))
         return 2
-    tree = source_tree()
     modules = tuple(args.module or MODULES)
     order = {"both": ("placement", "lite"), "lite": ("lite",), "placement": ("placement",)}
-    runs = [run_stestr(tree, against, modules, args.jobs) for against in order[args.against]]
+    try:
+        tree = source_tree()
+        runs = [run_stestr(tree, against, modules, args.jobs) for against in order[args.against]]
+    except (DownloadError, RunTimeout) as exc:
+        print(exc)
+        return 2
     if args.verbose:
         for run in runs:
             counts = collections.Counter(run.statuses.values())
