@@ -423,3 +423,43 @@ def test_uwsgi_serves_from_os_placement_config_dir_alone(tmp_path):
             os.killpg(proc.pid, 15)
             proc.wait(timeout=30)
         reader.join(timeout=5)
+
+
+def test_links_carry_the_mount_point(db):
+    """Served under a path (devstack mounts Placement at /placement; nova's
+    functional tests reach it at http://<uuid>/placement), Placement puts
+    SCRIPT_NAME in front of every link it writes in a body, as it does in
+    Location (placement.util.resource_provider_url/resource_class_url).
+    Found by running nova's functional tests against placement_lite."""
+    from placement_lite.app import create_app
+    from placement_lite.config import Settings
+    from placement_lite.ledger import resource_classes
+
+    client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    mounted = {"SCRIPT_NAME": "/placement"}
+    rp = str(uuid.uuid4())
+    created = client.simulate_post("/resource_providers", headers=ADMIN, extras=mounted,
+                                   json={"name": "cn1", "uuid": rp})
+    assert created.status_code == 200, created.text
+    assert created.headers["location"].endswith(f"/placement/resource_providers/{rp}")
+    # Written directly: wsgiref's validator in TestClient refuses the 201
+    # without a body that PUT answers (as Placement's does).
+    db.run_write(lambda conn: resource_classes.create(conn, "CUSTOM_GOLD"))
+    bodies = [created.json,
+              client.simulate_get(f"/resource_providers/{rp}", headers=ADMIN,
+                                  extras=mounted).json,
+              client.simulate_get("/resource_providers", headers=ADMIN,
+                                  extras=mounted).json["resource_providers"][0],
+              client.simulate_put(f"/resource_providers/{rp}", headers=ADMIN, extras=mounted,
+                                  json={"name": "cn1-renamed"}).json,
+              client.simulate_get("/resource_classes/CUSTOM_GOLD", headers=ADMIN,
+                                  extras=mounted).json,
+              client.simulate_get("/resource_classes", headers=ADMIN,
+                                  extras=mounted).json["resource_classes"][0]]
+    hrefs = [link["href"] for body in bodies for link in body["links"]]
+    assert len(hrefs) == 4 * 6 + 2
+    assert all(h.startswith(("/placement/resource_providers/",
+                             "/placement/resource_classes/")) for h in hrefs), hrefs
+    # At the root (SCRIPT_NAME empty) the links are as they always were.
+    plain = client.simulate_get(f"/resource_providers/{rp}", headers=ADMIN).json
+    assert plain["links"][0]["href"] == f"/resource_providers/{rp}"

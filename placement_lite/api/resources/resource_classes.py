@@ -14,8 +14,10 @@ def class_url(name: str) -> str:
     return f"/resource_classes/{name}"
 
 
-def class_body(rc) -> dict:
-    return {"name": rc.name, "links": [render.link("self", class_url(rc.name))]}
+def class_body(req: falcon.Request, rc) -> dict:
+    # Links start at the mount point (SCRIPT_NAME), as Placement's do.
+    return {"name": rc.name,
+            "links": [render.link("self", req.root_path + class_url(rc.name))]}
 
 
 class ResourceClasses:
@@ -29,7 +31,7 @@ class ResourceClasses:
     def on_get(self, req, resp):
         with self.services.db.read() as conn:
             found = resource_classes.list_classes(conn)
-        render.send(resp, {"resource_classes": [class_body(rc) for rc in found]})
+        render.send(resp, {"resource_classes": [class_body(req, rc) for rc in found]})
         render.cache_headers(req, resp, [rc.modified for rc in found])
 
     @versioned(RESOURCE_CLASSES)
@@ -57,7 +59,7 @@ class ResourceClass:
     def on_get(self, req, resp, name):
         with self.services.db.read() as conn:
             rc = resource_classes.get(conn, name)
-        render.send(resp, class_body(rc))
+        render.send(resp, class_body(req, rc))
         render.cache_headers(req, resp, [rc.modified])
 
     @versioned(RESOURCE_CLASSES)
@@ -68,7 +70,7 @@ class ResourceClass:
         new_name = request.json_body(req, schema.NAMED)["name"]
         renamed = self.services.db.run_write(
             lambda conn: resource_classes.rename(conn, name, new_name))
-        render.send(resp, class_body(renamed))
+        render.send(resp, class_body(req, renamed))
         render.cache_headers(req, resp, [renamed.modified])
 
     def _ensure(self, req, resp, name):

@@ -71,7 +71,8 @@ def provider_body(req: falcon.Request, provider: providers.Provider) -> dict:
     if version.has(NESTED_PROVIDERS):
         for name in TREE_FIELDS:
             body[name] = tree[name]
-    base = provider_url(provider.uuid)
+    # Links start at the mount point (SCRIPT_NAME), as Placement's do.
+    base = req.root_path + provider_url(provider.uuid)
     body["links"] = [render.link(rel, base + suffix)
                      for rel, suffix, since in LINKS if version.has(since)]
     return body
