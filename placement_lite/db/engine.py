@@ -38,10 +38,12 @@ from placement_lite.errors import OutcomeUnknown, RetryableError
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# MySQL: deadlock, lock wait timeout, Galera certification failure (1213 too).
+# MySQL: deadlock, lock wait timeout, Galera certification failure (1213 too),
+# and MariaDB's 1467, which racing INSERTs can get instead of a deadlock
+# when the table's AUTO-INC lock is given up (the statement changed nothing).
 # A connection lost during COMMIT is never retried: the first attempt may
 # have been stored (see Database.write).
-_MYSQL_RETRY_CODES = {1205, 1213}
+_MYSQL_RETRY_CODES = {1205, 1213, 1467}
 # PostgreSQL SQLSTATEs: serialization_failure, deadlock_detected.
 _PG_RETRY_STATES = {"40001", "40P01"}
 
