@@ -26,7 +26,6 @@ from placement_lite.candidates.plan import Lookups
 from placement_lite.candidates.query import CandidateRequest
 from placement_lite.candidates.snapshot import Snapshot
 from placement_lite.candidates import viable
-from placement_lite.candidates.viable import Viable
 
 # A full answer kept tree by tree for at most this many trees (beyond,
 # each request works the answer out whole, as a bounded one does).
@@ -135,7 +134,7 @@ class _TreeAnswer:
         self.kept = kept_for(kept, snapshot, _answer_shape(req, self.search.plan),
                              by_tree=True)
         self.usage_keys = kept_for(kept, snapshot, ("usage keys",), by_tree=True)
-        self.viable = Viable(self.reader, kept_for(
+        self.viable = viable.Viable(self.reader, kept_for(
             kept, snapshot, viable.shape_key(self.search.plan), by_tree=True))
         self.given = 0  # candidates in the answer so far
         self.work = 0  # combination steps the answer's trees took
@@ -146,19 +145,19 @@ class _TreeAnswer:
     def parts(self) -> Parts:
         # Only the trees the request's filters let through, before usage
         # (viable.py): the others give nothing, whatever they use.
-        viable, members = self.viable, self.snap.members
+        judged, members = self.viable, self.snap.members
         # Trees per `used` read: all; or as many as the last answer of this
         # shape went through, and an eighth more (or, first, a quarter more
         # than the bound: each tree gives one candidate or more, or none),
         # then doubling: a repeated request reads its usage in one statement.
         scanned = self.kept.note
         if self.bound is None:
-            roots = viable.first()
+            roots = judged.first()
             size = len(roots)
         else:
             size = max(MIN_SPAN, (self.bound + self.bound // 4 if scanned is None
                                   else scanned + scanned // 8))
-            roots = viable.first(size)
+            roots = judged.first(size)
         if size >= len(roots):
             if roots is self.snap.roots:
                 # Every tree's usage is read: in one statement, by range.
@@ -169,7 +168,7 @@ class _TreeAnswer:
         at = 0
         while True:
             if at + size > len(roots):
-                roots = viable.first(at + size)
+                roots = judged.first(at + size)
             trees = roots[at:at + size]
             if not trees:
                 break

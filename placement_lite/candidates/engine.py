@@ -199,16 +199,18 @@ def resolve(conn: Connection, req: CandidateRequest,
     return Lookups(rc_ids, trait_ids, agg_ids, tree_roots)
 
 
+def allocated_by(cand) -> tuple:
+    """The providers one candidate allocates from."""
+    rps = cand.providers
+    positions = cand.layout.allocating
+    return rps if len(positions) == len(rps) else tuple(rps[pos] for pos in positions)
+
+
 def allocating(candidates) -> set:
     """The providers the candidates allocate from."""
     used = set()
     for cand in candidates:
-        rps = cand.providers
-        allocating = cand.layout.allocating
-        if len(allocating) == len(rps):
-            used.update(rps)
-        else:
-            used.update(rps[pos] for pos in allocating)
+        used.update(allocated_by(cand))
     return used
 
 

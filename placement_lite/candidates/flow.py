@@ -63,12 +63,7 @@ class Flow:
         found, self._found = self._found, None
         into = self._allocating
         for cand in chain(found, self._rest):
-            rps = cand.providers
-            positions = cand.layout.allocating
-            if len(positions) == len(rps):
-                into.update(rps)
-            else:
-                into.update(rps[pos] for pos in positions)
+            into.update(engine.allocated_by(cand))
             yield cand
 
     # The SQL summaries take the search's own maps (summaries.summarize).
