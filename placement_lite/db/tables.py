@@ -340,3 +340,43 @@ quota_enforcement = Table(
     Column("set_by", String(64), nullable=False),
     *_timestamps(),
 )
+
+# A reservation holds room on providers for a window [start_at, end_at):
+# times are whole seconds since the epoch, UTC, and "now" is always the
+# database's (db/clock.py), so every process agrees on what has started
+# and what has ended. Nothing expires by being deleted: a row whose
+# end_at is not after now simply stops counting.
+reservations = Table(
+    "reservations", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", String(36), nullable=False, unique=True),
+    Column("project_id", Integer, ForeignKey("projects.id"), nullable=False),
+    Column("user_id", Integer, ForeignKey("users.id"), nullable=False),
+    Column("start_at", BigInteger, nullable=False),
+    Column("end_at", BigInteger, nullable=False),
+    Column("generation", Integer, nullable=False, default=0),
+    *_timestamps(),
+    # A project's calendar, and its quota at every instant.
+    Index("ix_reservations_project_end", "project_id", "end_at"),
+)
+
+# What a reservation holds, per provider and class. The window is copied
+# onto each row (and moved with the reservation), so "what is reserved on
+# these providers from now on" and "what overlaps this window" are each
+# one index range, without visiting the reservations table.
+reservation_amounts = Table(
+    "reservation_amounts", metadata,
+    Column("reservation_id", Integer, ForeignKey("reservations.id"),
+           primary_key=True, autoincrement=False),
+    Column("resource_provider_id", Integer,
+           ForeignKey("resource_providers.id"), primary_key=True,
+           autoincrement=False),
+    Column("resource_class_id", Integer, ForeignKey("resource_classes.id"),
+           primary_key=True, autoincrement=False),
+    Column("amount", BigInteger, nullable=False),
+    Column("start_at", BigInteger, nullable=False),
+    Column("end_at", BigInteger, nullable=False),
+    Index("ix_reservation_amounts_rp_rc_end", "resource_provider_id",
+          "resource_class_id", "end_at"),
+    Index("ix_reservation_amounts_end_start", "end_at", "start_at"),
+)
