@@ -212,6 +212,11 @@ own_rule("placement:quota:check", "Ask whether a claim would fit the quota.")
 own_rule("placement:lease:check", "Judge a Blazar lease (the /v1 lease-policy "
          "calls).")
 own_rule("placement:lease:ledger", "Read a project's lease ledger.", PROJECT_READER)
+# Reservations' calendars: the admin's, in every profile but open
+# (docs/reservations.md); a policy file may open a project's calendar to
+# its readers, the project being in the target (`%(project_id)s`).
+own_rule("placement:reservations:calendar", "Read the reservation calendar "
+         "of a resource provider or a project.", "rule:admin_api")
 # Explain answers with what the candidates query reads (every provider's
 # capacity, usage, traits and aggregates): whoever the candidates rule
 # admits, in every profile, and a policy file that changes that rule
