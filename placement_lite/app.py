@@ -22,11 +22,10 @@ from placement_lite.api.paths import UrlMiddleware
 from placement_lite.api.policy import Policy
 from placement_lite.api.resources import (
     aggregates, allocation_candidates, allocations, calendars, catalog, explain,
-    inventories, lease, limits, projects, quota, reshaper, resource_classes,
-    resource_providers, root, traits, usages)
+    inventories, lease, limits, projects, quota, reservations, reshaper,
+    resource_classes, resource_providers, root, traits, usages, window_candidates)
 from placement_lite.api.services import Services
 from placement_lite.candidates.facts_cache import FactsCache
-from placement_lite.api.resources import window_candidates
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database, from_settings
 from placement_lite.quota import enforce
@@ -97,6 +96,12 @@ ROUTES: tuple[Route, ...] = (
           calendars.ProviderCalendar, own=True),
     Route("/reservations/calendar/projects/{project_id}",
           calendars.ProjectCalendar, own=True),
+    # Reservations: room on providers held for a window of time
+    Route("/reservations", reservations.Reservations, own=True),
+    Route("/reservations/{reservation_id}", reservations.OneReservation,
+          own=True),
+    Route("/reservations/{reservation_id}/end", reservations.ReservationEnd,
+          own=True),
     # Why a candidates query answers what it does
     Route("/explain/allocation_candidates", explain.ExplainAllocationCandidates,
           own=True),
