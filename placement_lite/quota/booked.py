@@ -21,7 +21,6 @@ No other writer in the tree can change them before the decision commits.
 """
 from __future__ import annotations
 
-import datetime as dt
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -112,12 +111,11 @@ def scope(conn: Connection, service_type: str, region_id: Optional[str],
           ) -> tuple[Optional[tuple[str, str]], Optional[bool]]:
     """The limits' scope (as limits.resolve_scope finds it) and, in the
     same round trip, whether any of these projects holds a reservation
-    that has not ended. Returns (scope, booked). booked is None when no
-    scope row came back to say."""
+    that has not ended. Returns (scope, booked). booked is None when it
+    was not asked (no project) or no scope row came back to say."""
     ids = sorted({p for p in project_ids if p is not None})
     if not ids:
-        found = lim.resolve_scope(conn, service_type, region_id)
-        return found, False if found else None
+        return lim.resolve_scope(conn, service_type, region_id), None
     key = (conn.dialect.name, service_type)
     if key not in _SCOPES:
         _SCOPES[key] = lim.scope_query(service_type).add_columns(
@@ -139,9 +137,8 @@ def matters(names: Iterable[str], aliases: Mapping[str, str],
         (usage.source(n, aliases) or ("",))[0] == "class" for n in names)
 
 
-def iso(instant: int) -> str:
-    return dt.datetime.fromtimestamp(instant, dt.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
+# Instants as the API and every message writes them.
+iso = timeline.iso
 
 
 # Judging at every instant ----------------------------------------------------
@@ -165,9 +162,8 @@ def judge(targets: list, names: Iterable[str], check: Check, *,
     Between two such instants neither the total after the write nor the
     write's increase can grow. An entry is kept where the write raised
     the total (delta > 0; any, without `grown_only`). It names the first
-    such instant (`at`), and
-    splits what was there before into usage (`current_usage`) and what
-    was reserved (`reserved`)."""
+    such instant (`at`), and splits what was there before into usage
+    (`current_usage`) and what was reserved (`reserved`)."""
     now = max((b.now for b in (before, after) if b.now is not None), default=0)
     over: dict[tuple, object] = {}
     for target in targets:

@@ -287,7 +287,8 @@ class Enforcer:
         model = self._model(enforcement.model)
         targets = self._lock(conn, model, project_ids)
         return AfterWrite(self, project_ids, model,
-                          model.claim_baseline(conn, self.ctx, targets),
+                          model.claim_baseline(conn, self.ctx, targets,
+                                               reserves),
                           reserves)
 
     @staticmethod

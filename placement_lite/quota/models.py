@@ -216,24 +216,26 @@ class Model(abc.ABC):
         if limits is None or not deltas:
             return []
         used = usage.usage(conn, ids, deltas, ctx.aliases)
-        if any_booked is not False and booked.matters(deltas, ctx.aliases,
-                                                      False):
-            return booked.judge_added(
-                targets, deltas, self._checker(limits), used=used,
-                held=booked.read(conn, ids), aliases=ctx.aliases)
+        held = (booked.read(conn, ids) if any_booked is not False and
+                booked.matters(deltas, ctx.aliases, False) else booked.NONE)
+        if not held.empty:
+            return booked.judge_added(targets, deltas, self._checker(limits),
+                                      used=used, held=held, aliases=ctx.aliases)
         return self._judge(targets, set(deltas), limits, lambda name, target: (
             Figures(used=used.get(name, {}),
                     added={target.id: deltas.get(name, 0)})))
 
     def claim_baseline(self, conn: Connection, ctx: Context,
-                       targets: list[Target]) -> Baseline:
+                       targets: list[Target], reserves: bool = False
+                       ) -> Baseline:
         """A claim check's first phase: run with the targets' trees locked,
         before the write, in the write's transaction. Whether the trees
         hold reservations is asked in the scope's round trip, so a tree
-        without any pays no statement for them."""
+        without any pays no statement for them; a reservation write
+        (`reserves`) reads them without asking."""
         ids = _project_ids(targets)
         scope, any_booked = booked.scope(conn, ctx.service_type,
-                                         ctx.region_id, ids)
+                                         ctx.region_id, () if reserves else ids)
         limits = self.limits_in_scope(conn, ctx, ids, scope=scope)
         if limits is None:
             return Baseline(targets=targets, limits=None)
@@ -257,8 +259,9 @@ class Model(abc.ABC):
 
         `targets` replaces the baseline's when projects the write created
         joined them; their limits are read again, their baseline is 0.
-        `reserves`: the write changed reservations, so they are read again
-        (a claim cannot change them: their writers take the same locks)."""
+        `reserves`: the write changed reservations, not allocations: the
+        reservations are read again and usage is not (a claim cannot
+        change reservations, nor a reservation usage; both take the lock)."""
         if baseline.limits is None:
             return []
         limits = baseline.limits
@@ -268,28 +271,32 @@ class Model(abc.ABC):
         else:
             limits = self.limits_in_scope(conn, ctx, _project_ids(targets))
         ids = _project_ids(targets)
-        held = baseline.booked
+        held, used_after = baseline.booked, baseline.used
         if reserves and booked.matters(names, ctx.aliases,
                                        ctx.unregistered_is_zero):
             held = booked.read(conn, ids)
-        if ctx.unregistered_is_zero:
-            # A name first used by this write was at 0 before it.
-            names |= self._counted(conn, ctx, limits, ids) | held.names()
-        used_after = usage.usage(conn, ids, names, ctx.aliases)
+            names |= held.names() if ctx.unregistered_is_zero else set()
+        elif not reserves:
+            if ctx.unregistered_is_zero:
+                # A name first used by this write was at 0 before it.
+                names |= self._counted(conn, ctx, limits, ids)
+            used_after = usage.usage(conn, ids, names, ctx.aliases)
         return booked.judge(targets, names, self._checker(limits),
                             used_before=baseline.used, used_after=used_after,
                             before=baseline.booked, after=held,
                             aliases=ctx.aliases)
 
     def over_baseline_with(self, baseline: Baseline,
-                           deltas: Mapping[str, float]) -> list[Over]:
-        """What would be over its limit if each of the baseline's targets
+                           deltas: Mapping[str, float],
+                           project_id: str) -> list[Over]:
+        """What would be over its limit if one of the baseline's targets
         grew by `deltas`, judged on what the baseline read (no statement):
         a further decision in a write that holds the trees' locks. Names
         the baseline did not read count as unused."""
+        targets = [tg for tg in baseline.targets if tg.external_id == project_id]
         if baseline.limits is None or not deltas:
             return []
-        return self._judge(baseline.targets, set(deltas), baseline.limits,
+        return self._judge(targets, set(deltas), baseline.limits,
                            lambda name, target: Figures(
                                used=baseline.used.get(name, {}),
                                added={target.id: deltas[name]}))
@@ -298,8 +305,8 @@ class Model(abc.ABC):
         return lambda target, name, used, added: self._check(
             target, name, limits=limits, figures=Figures(used=used, added=added))
 
-    def _judge(self, targets: list[Target], names, limits: Limits, figures,
-               keep=lambda _o: True) -> list[Over]:
+    def _judge(self, targets: list[Target], names, limits: Limits,
+               figures) -> list[Over]:
         """Each target and name through the model's rule, duplicates (a
         tree seen from two of its projects) once."""
         over: dict[tuple, Over] = {}
@@ -307,8 +314,7 @@ class Model(abc.ABC):
             for name in sorted(names):
                 for o in self._check(target, name, limits=limits,
                                      figures=figures(name, target)):
-                    if keep(o):
-                        over.setdefault((o.resource_name, o.project_id, o.tree), o)
+                    over.setdefault((o.resource_name, o.project_id, o.tree), o)
         return list(over.values())
 
     @abc.abstractmethod

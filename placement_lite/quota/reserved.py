@@ -1,14 +1,15 @@
 """Quota for reservations: the check a reservation write runs, and the
 lease hours it charges.
 
-A reservation write calls these in its own transaction, on its one
-connection, in this order:
+The reservation writes of ledger/reservations.py take it among their
+`checks`: the api layer passes `reserved.check_for(services.enforcer)` (a
+ReservationCheck; not the Enforcer itself, whose claim check reads no
+reservations again after the write). In each write's transaction, on its
+one connection, the ledger calls:
 
-    check = reserved.check_for(enforcer)     # once: the process's Enforcer
-    after = check.before_write(conn, {project_id})
-    ... lock the reservation row, then its providers in id order;
-        read, check room, write the rows ...
-    after(conn)                              # quota at every instant
+    after = check.before_write(conn, {project_id, ...})  # step 0
+    ... lock the reservation row, then its providers; check room; write ...
+    after(conn)                                          # step 4
     after.charge(conn, project_id, reservation_uuid, old, new, now=now)
 
 - `before_write` (phase one) follows ledger.allocations.ClaimCheck's
@@ -26,8 +27,9 @@ connection, in this order:
 - `after.charge` writes the lease hours to the append-only lease ledger,
   against the budgets `lease:<CLASS>:hours`. `old` and `new` are the
   reservation before and after the write, each a Held (window and amounts
-  per class) or None. Held.of builds one from Placement-shaped
-  allocations. Per class, the charge is the amount times the part of the
+  per class, or any (start, end, amounts) triple) or None. Held.of builds
+  one from Placement-shaped allocations. `event` names the ledger entry
+  (by default reserve, change, end or cancel, as the change reads). Per class, the charge is the amount times the part of the
   window from now on, new less old:
     * a new reservation is charged in full;
     * a change is charged (or refunded) the difference from now on;
@@ -142,8 +144,8 @@ class Decision:
             raise ValueError(f"this decision was taken for "
                              f"{', '.join(self.after.project_ids) or 'nobody'}"
                              f", not for project {project_id}")
-        return _charge(conn, self.after, project_id, reservation, old, new,
-                       now, event)
+        return _charge(conn, self.after, project_id, reservation, _held(old),
+                       _held(new), now, event)
 
 
 def charge(conn: Connection, enforcer: enforce.Enforcer, project_id: str,
@@ -153,11 +155,18 @@ def charge(conn: Connection, enforcer: enforce.Enforcer, project_id: str,
     """Decision.charge without a decision taken before the write: phase
     one runs here, and only when the charge grows a budget."""
     now = clock.now(conn) if now is None else now
+    old, new = _held(old), _held(new)
     deltas = unit_seconds(old, new, now)
     after = None
     if any(v > 0 for v in deltas.values()):
         after = enforcer.guard(conn, [project_id], reserves=True)
     return _charge(conn, after, project_id, reservation, old, new, now, event)
+
+
+def _held(held) -> Optional[Held]:
+    """A Held from any (start, end, amounts) triple: the ledger passes
+    plain tuples."""
+    return None if held is None else Held(*held)
 
 
 def _charge(conn: Connection, after: Optional[enforce.AfterWrite],
@@ -175,9 +184,13 @@ def _charge(conn: Connection, after: Optional[enforce.AfterWrite],
     growing = {lease.budget_name(rc): v / 3600.0
                for rc, v in deltas.items() if v > 0}
     if growing and after is not None and after.model is not None:
-        enforce.refuse(after.model.over_baseline_with(after.baseline, growing))
+        enforce.refuse(after.model.over_baseline_with(after.baseline, growing,
+                                                      project_id))
     event = event or event_of(old, new, now)
-    project = consumers.ensure_project(conn, project_id)
+    known = [tg.id for tg in (after.baseline.targets if after is not None
+                              and after.baseline is not None else ())
+             if tg.external_id == project_id and tg.id is not None]
+    project = known[0] if known else consumers.ensure_project(conn, project_id)
     conn.execute(insert(t.lease_ledger), [
         {"project_id": project, "resource_name": lease.budget_name(rc),
          "lease_id": reservation, "lease_name": None, "event": event,
