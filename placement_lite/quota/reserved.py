@@ -54,7 +54,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Optional
 
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
@@ -158,6 +158,8 @@ def charge(conn: Connection, enforcer: enforce.Enforcer, project_id: str,
     old, new = _held(old), _held(new)
     deltas = unit_seconds(old, new, now)
     after = None
+    if deltas:
+        consumers.ensure_project(conn, project_id)
     if any(v > 0 for v in deltas.values()):
         after = enforcer.guard(conn, [project_id], reserves=True)
     return _charge(conn, after, project_id, reservation, old, new, now, event)
@@ -187,16 +189,18 @@ def _charge(conn: Connection, after: Optional[enforce.AfterWrite],
         enforce.refuse(after.model.over_baseline_with(after.baseline, growing,
                                                       project_id))
     event = event or event_of(old, new, now)
-    known = [tg.id for tg in (after.baseline.targets if after is not None
-                              and after.baseline is not None else ())
-             if tg.external_id == project_id and tg.id is not None]
-    project = known[0] if known else consumers.ensure_project(conn, project_id)
-    conn.execute(insert(t.lease_ledger), [
-        {"project_id": project, "resource_name": lease.budget_name(rc),
+    # The project's row exists (the reservation's write made it): its id
+    # is found by the insert itself, not by a statement of its own.
+    conn.execute(_RECORD, [
+        {"project_ext": project_id, "resource_name": lease.budget_name(rc),
          "lease_id": reservation, "lease_name": None, "event": event,
          "unit_seconds": v, "reason": _reason(reservation, event, rc, v)}
         for rc, v in sorted(deltas.items())])
     return deltas
+
+
+_RECORD = insert(t.lease_ledger).values(project_id=select(t.projects.c.id).where(
+    t.projects.c.external_id == bindparam("project_ext")).scalar_subquery())
 
 
 def _reason(reservation: str, event: str, rc: str, seconds: int) -> str:
