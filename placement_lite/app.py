@@ -28,7 +28,7 @@ from placement_lite.api.services import Services
 from placement_lite.candidates.facts_cache import FactsCache
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database, from_settings
-from placement_lite.quota import enforce
+from placement_lite.quota import enforce, reserved
 
 LOG = logging.getLogger(__name__)
 
@@ -174,6 +174,8 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     # refuses settings that contradict the deployment's enforcement.
     enforce.reconcile(db, settings, strict=worker is None)
     services.claim_checks.append(services.enforcer)
+    # Reservation writes: quota at every instant, and lease hours.
+    services.reservation_checks.append(reserved.check_for(services.enforcer))
     metrics = Metrics(worker)
     metrics.attach(db)
     metrics.facts = services.facts

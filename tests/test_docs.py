@@ -9,6 +9,7 @@ import copy
 import json
 import pathlib
 import re
+import uuid
 
 import falcon.testing
 import pytest
@@ -124,3 +125,44 @@ def test_quota_docs_lease_answers_are_the_services(client_with):
     doc = example("docs/quota.md", lambda d: any(
         e.get("code") == "placement.lease.malformed" for e in d.get("errors", ())))
     assert doc == shown(malformed.json)
+
+
+def test_quota_docs_refusal_beside_a_reservation_is_the_services():
+    from placement_lite.db import tables as t
+    from sqlalchemy import select
+    from tests import factories
+
+    start = 4099798800  # 2099-12-01T09:00:00Z
+    with fresh_database("sqlite") as db:
+        client = falcon.testing.TestClient(create_app(
+            Settings(db=db.url, quota_enforce=True), db))
+        service = _ok(client.simulate_post("/v3/services", headers=ADMIN, json={
+            "service": {"type": "placement"}})).json["service"]["id"]
+        _ok(client.simulate_post("/v3/registered_limits", headers=ADMIN, json={
+            "registered_limits": [{"service_id": service, "default_limit": 10,
+                                   "resource_name": "class:VCPU"}]}))
+        rp = _ok(client.simulate_post("/resource_providers", headers=ADMIN,
+                                      json={"name": "cn1"})).json["uuid"]
+        _ok(client.simulate_put(f"/resource_providers/{rp}/inventories",
+                                headers=ADMIN, json={
+                                    "resource_provider_generation": 0,
+                                    "inventories": {"VCPU": {"total": 64}}}))
+
+        def claim(amount):
+            return client.simulate_put(
+                f"/allocations/{uuid.uuid4()}", headers=ADMIN, json={
+                    "allocations": {rp: {"resources": {"VCPU": amount}}},
+                    "project_id": "p1", "user_id": "u1",
+                    "consumer_generation": None, "consumer_type": "INSTANCE"})
+
+        _ok(claim(4))
+        with db.write() as conn:
+            rp_id = conn.scalar(select(t.resource_providers.c.id).where(
+                t.resource_providers.c.uuid == rp))
+            factories.reservation(conn, "p1", start, start + 8 * 3600,
+                                  {rp_id: {"VCPU": 6}})
+        refused = claim(1)
+    assert refused.status_code == 403
+    doc = example("docs/quota.md", lambda d: any(
+        "at" in o for e in d.get("errors", ()) for o in e.get("over_limit", ())))
+    assert doc == shown(refused.json)

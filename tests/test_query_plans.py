@@ -32,7 +32,8 @@ from tests.backends import fresh_database, statements_run
 GROWING = {"resource_providers", "inventories", "allocations", "consumers",
            "resource_provider_traits", "resource_provider_aggregates",
            "placement_aggregates", "projects", "users", "usage_summary",
-           "facts_changes", "project_limits", "quota_tree_locks", "lease_ledger"}
+           "facts_changes", "project_limits", "quota_tree_locks", "lease_ledger",
+           "reservations", "reservation_amounts"}
 AGG = "5d0c9c9e-96c4-4f4b-9b8e-0d6c2a6c4f10"
 
 
@@ -182,7 +183,21 @@ def test_no_route_on_one_provider_scans_a_growing_table(world):
     assert not found, "\n".join(found)
 
 
-def _quota_routes(client, rps):
+def _reservation(db, project, rp):
+    """A reservation of the project's for the next hour, written straight
+    in: its claims then read its windows."""
+    from sqlalchemy import select
+    from placement_lite.db import clock, tables as t
+    from tests import factories
+    with db.write() as conn:
+        now = clock.now(conn)
+        rp_id = conn.scalar(select(t.resource_providers.c.id).where(
+            t.resource_providers.c.uuid == rp))
+        factories.reservation(conn, project, now + 60, now + 3600,
+                              {rp_id: {"VCPU": 1}})
+
+
+def _quota_routes(client, rps, db):
     """What a claim under enforcement, and quota code asking about one
     project, send."""
     service = _ok(client.simulate_post("/v3/services", json={
@@ -200,6 +215,7 @@ def _quota_routes(client, rps):
             "resource_name": "class:VCPU", "resource_limit": 2000}]}))
         _ok(client.simulate_put(f"/allocations/{uuid.uuid4()}", json=_claim(
             rps[i], f"child-{i}", "user")))
+    _reservation(db, "child-0", rps[0])
     consumer = str(uuid.uuid4())
     yield "claim", lambda: _ok(client.simulate_put(
         f"/allocations/{consumer}", json=_claim(rps[0], "child-0", "user")))
@@ -220,8 +236,11 @@ def _quota_routes(client, rps):
 def test_no_quota_route_on_one_project_scans_a_growing_table(model):
     with fresh_database("sqlite") as db:
         client = _client(db, quota_enforce=True, quota_model=model)
-        sent, found = _planned(db, _quota_routes(client, _populated(client)))
+        sent, found = _planned(db, _quota_routes(client, _populated(client), db))
     # The claims ran the quota check (it reads the project's limits): the
     # plans above are those of an enforced claim.
     assert any("FROM project_limits" in statement for statement, _p in sent["claim"])
+    # ... and read child-0's reservations: their plans are checked too.
+    assert any("FROM reservations JOIN reservation_amounts" in statement
+               for statement, _p in sent["claim"])
     assert not found, "\n".join(found)

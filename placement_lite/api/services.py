@@ -26,8 +26,9 @@ class Services:
     claim_checks: list[ClaimCheck] = field(default_factory=list)
     # The same two-phase checks for reservation writes (create, change,
     # cancel, end: ledger/reservations.py), told the projects that own the
-    # reservation before and after. None by default: the quota's rules
-    # over reservations plug in here.
+    # reservation before and after. create_app puts quota's in
+    # (quota.reserved: quota at every instant, and lease hours, whose
+    # second phase also takes the write's charge).
     reservation_checks: list[ClaimCheck] = field(default_factory=list)
     # The process's request and search metrics (create_app sets them; a
     # resource built without them must still work).

@@ -17,7 +17,8 @@ both win, on SQLite, MariaDB and PostgreSQL alike:
    generations must not see spurious conflicts;
 3. only then read inventories (with what is allocated) and the windows
    other reservations hold, check, and write;
-4. the checks' second phase.
+4. the checks' second phase, then the charge each keeps for the change,
+   if it keeps one (quota's lease hours: quota/reserved.py).
 
 Giving room back (cancelling, ending, shrinking an amount, leaving a
 provider) takes no provider lock, as deleting an allocation takes none: it
@@ -29,7 +30,7 @@ import uuid as uuidlib
 from functools import lru_cache
 from typing import Iterable, Mapping, Optional
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -208,6 +209,41 @@ def _by_uuid(names: Mapping[Key, tuple[str, str]],
     return out
 
 
+# The checks' second phase, and what they charge -----------------------------------
+
+def _by_class(names: Mapping[int, str], amounts: Mapping[Key, int]
+              ) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (_rp, rc), amount in amounts.items():
+        out[names[rc]] = out.get(names[rc], 0) + amount
+    return out
+
+
+def _stored(conn: Connection, reservation_id: int) -> dict[str, int]:
+    """What a stored reservation holds per class name."""
+    rc, amount = _ra.c.resource_class_id, _ra.c.amount
+    held = dict(conn.execute(select(rc, func.sum(amount))
+                             .where(_ra.c.reservation_id == reservation_id)
+                             .group_by(rc)).all())
+    names = resource_classes.names_for(conn, held)
+    return {names[k]: int(v) for k, v in held.items()}
+
+
+def _finish(conn: Connection, after, uuid: str, now: int, changes) -> None:
+    """Step 4. A check whose second phase has a `charge` is told each
+    (project, old, new, event) of `changes()`: old and new are the
+    reservation as an account of what was reserved sees it, (start, end,
+    {class name: amount over all providers}), or None; event None lets
+    the account name the change. `changes` is called only then, so only
+    an account pays for reading what the reservation held."""
+    for check in after:
+        check(conn)
+    charges = [check.charge for check in after if hasattr(check, "charge")]
+    for project, old, new, event in (changes() if charges else ()):
+        for charge in charges:
+            charge(conn, project, uuid, old, new, now=now, event=event)
+
+
 # The writes ------------------------------------------------------------------------
 
 def create(conn: Connection, uuid: Optional[str], project_id: str,
@@ -241,8 +277,9 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
             f"Reservation {uuid} was created by another request at the same "
             "time; try again.")
     _write_amounts(conn, row_id, amounts, start, end)
-    for check in after:
-        check(conn)
+    _finish(conn, after, uuid, now, lambda: [(project_id, None, (
+        start, end, _by_class({k[1]: n[1] for k, n in names.items()}, amounts)),
+        None)])
     return Reservation(row_id, uuid, project_id, user_id, start, end,
                        FIRST_GENERATION, _by_uuid(names, amounts), now)
 
@@ -295,8 +332,19 @@ def replace(conn: Connection, uuid: str, generation: int, start: int,
         updated_at=utcnow(), **owner))
     conn.execute(delete(_ra).where(_ra.c.reservation_id == row.id))
     _write_amounts(conn, row.id, amounts, start, end)
-    for check in after:
-        check(conn)
+
+    def changes():
+        rcs = resource_classes.names_for(conn, {rc for _rp, rc in old})
+        rcs.update({k[1]: n[1] for k, n in names.items()})
+        was = (row.start_at, row.end_at, _by_class(rcs, old))
+        now_held = (start, end, _by_class(rcs, amounts))
+        holder = project_id or row.project
+        if holder == row.project:
+            return [(holder, was, now_held, None)]
+        # A new owner: the old one is refunded, the new one charged.
+        return [(row.project, was, None, "change"),
+                (holder, None, now_held, "change")]
+    _finish(conn, after, uuid, now, changes)
     return Reservation(row.id, uuid, project_id or row.project,
                        user_id or row.user, start, end, row.generation + 1,
                        _by_uuid(names, amounts), now,
@@ -319,10 +367,13 @@ def cancel(conn: Connection, uuid: str,
         raise errors.ReservationStarted(
             f"Unable to cancel reservation {uuid}: it is active (it started "
             f"at {iso(row.start_at)}). End it with POST /reservations/{uuid}/end.")
+    # Read before the rows go, and only if an account will ask.
+    held = (_stored(conn, row.id)
+            if any(hasattr(check, "charge") for check in after) else {})
     conn.execute(delete(_ra).where(_ra.c.reservation_id == row.id))
     conn.execute(delete(_r).where(_r.c.id == row.id))
-    for check in after:
-        check(conn)
+    _finish(conn, after, uuid, now, lambda: [
+        (row.project, (row.start_at, row.end_at, held), None, None)])
 
 
 def end(conn: Connection, uuid: str,
@@ -343,6 +394,10 @@ def end(conn: Connection, uuid: str,
         end_at=now, generation=_r.c.generation + 1, updated_at=utcnow()))
     conn.execute(update(_ra).where(_ra.c.reservation_id == row.id)
                  .values(end_at=now))
-    for check in after:
-        check(conn)
+
+    def changes():
+        held = _stored(conn, row.id)
+        return [(row.project, (row.start_at, row.end_at, held),
+                 (row.start_at, now, held), None)]
+    _finish(conn, after, uuid, now, changes)
     return reservation_reads.get(conn, uuid)

@@ -187,10 +187,16 @@ def describe(over: list[models.Over]) -> str:
         whose = (f"project tree {o.project_id}" if o.tree
                  else f"project {o.project_id}")
         shown = o.as_dict()
-        parts.append(f"{o.resource_name} for {whose} would be "
-                     f"{models.num(o.current_usage + o.delta)}, over its limit "
-                     f"of {o.limit} (in use {shown['current_usage']}, "
-                     f"requested {shown['delta']})")
+        total = models.num(o.current_usage + o.reserved + o.delta)
+        if o.at is None:
+            parts.append(f"{o.resource_name} for {whose} would be {total}, "
+                         f"over its limit of {o.limit} (in use "
+                         f"{shown['current_usage']}, requested {shown['delta']})")
+            continue
+        parts.append(f"{o.resource_name} for {whose} would be {total} from "
+                     f"{shown['at']}, over its limit of {o.limit} (in use "
+                     f"{shown['current_usage']}, reserved then "
+                     f"{shown['reserved']}, requested {shown['delta']})")
     return "Quota exceeded: " + "; ".join(parts) + "."
 
 
@@ -268,24 +274,22 @@ class Enforcer:
                      ) -> Callable[[Connection], None]:
         """Phase one, before the write: lock the trees and read the
         baseline. Returns phase two, to run after the write."""
-        project_ids = sorted({p for p in project_ids or () if p})
+        return self.guard(conn, project_ids)
+
+    def guard(self, conn: Connection, project_ids: Iterable[str],
+              reserves: bool = False) -> "AfterWrite":
+        """before_write, for a write of allocations or, with `reserves`,
+        of reservations (whose windows phase two then reads again)."""
+        project_ids = tuple(sorted({p for p in project_ids or () if p}))
         enforcement = self.in_force(conn)
         if not project_ids or not enforcement.enforce:
-            return _nothing_to_check
+            return AfterWrite(self, project_ids)
         model = self._model(enforcement.model)
         targets = self._lock(conn, model, project_ids)
-        baseline = model.claim_baseline(conn, self.ctx, targets)
-
-        def after_write(conn: Connection) -> None:
-            if all(tg.project is not None for tg in targets):
-                refuse(model.over_limits_grown(conn, self.ctx, baseline))
-                return
-            # A project first seen in this write now exists: it joins the
-            # check, its tree locked too, with nothing used before.
-            refuse(model.over_limits_grown(
-                conn, self.ctx, baseline, self._lock(conn, model, project_ids)))
-
-        return after_write
+        return AfterWrite(self, project_ids, model,
+                          model.claim_baseline(conn, self.ctx, targets,
+                                               reserves),
+                          reserves)
 
     @staticmethod
     def _lock(conn: Connection, model: models.Model,
@@ -297,5 +301,25 @@ class Enforcer:
         return targets
 
 
-def _nothing_to_check(_conn: Connection) -> None:
-    pass
+@dataclass(frozen=True)
+class AfterWrite:
+    """A decision's second phase, called after the write on the same
+    connection, and what its first phase read. `model` and `baseline` are
+    None when nothing is enforced: the call then checks nothing."""
+    enforcer: Enforcer
+    project_ids: tuple[str, ...] = ()
+    model: Optional[models.Model] = None
+    baseline: Optional[models.Baseline] = None
+    reserves: bool = False
+
+    def __call__(self, conn: Connection) -> None:
+        if self.model is None:
+            return
+        joined = None
+        if not all(tg.project is not None for tg in self.baseline.targets):
+            # A project first seen in this write now exists: it joins the
+            # check, its tree locked too, with nothing used before.
+            joined = self.enforcer._lock(conn, self.model, self.project_ids)
+        refuse(self.model.over_limits_grown(conn, self.enforcer.ctx,
+                                            self.baseline, joined,
+                                            reserves=self.reserves))

@@ -279,14 +279,20 @@ def explicit_limits(conn: Connection, service_id: str, rkey: str,
             for r in conn.execute(q)}
 
 
+def scope_query(service_type: str):
+    """The SELECT of the id of the service enforcement reads limits under
+    (a caller may add columns, to answer more in the same round trip)."""
+    return (select(t.quota_services.c.id)
+            .where(t.quota_services.c.type == service_type)
+            .order_by(t.quota_services.c.created_at, t.quota_services.c.id)
+            .limit(1))
+
+
 def resolve_scope(conn: Connection, service_type: str,
                   region_id: Optional[str]) -> Optional[tuple[str, str]]:
     """The (service_id, region_key) enforcement reads, or None if no service
     of that type is registered (then nothing is limited)."""
-    service_id = conn.scalar(
-        select(t.quota_services.c.id)
-        .where(t.quota_services.c.type == service_type)
-        .order_by(t.quota_services.c.created_at, t.quota_services.c.id).limit(1))
+    service_id = conn.scalar(scope_query(service_type))
     if service_id is None:
         return None
     return service_id, region_key(region_id)

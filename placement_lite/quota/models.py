@@ -6,7 +6,8 @@ A model answers two questions:
 - at claim time, is a project (and its tree) within its limits: as usage
   stands (over_limits), with deltas added (over_limits_with), or after a
   write compared with the baseline read before it (claim_baseline, then
-  over_limits_grown)?
+  over_limits_grown)? The last also holds the limits at every instant
+  from now on, counting what the projects have reserved (booked.py).
 
 Limits are integers where -1 means unlimited, in every comparison here.
 """
@@ -21,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 from placement_lite import errors
 from placement_lite.db import tables as t
+from placement_lite.quota import booked
 from placement_lite.quota import limits as lim
 from placement_lite.quota import projects, usage
 
@@ -48,12 +50,19 @@ class Over:
     project_id: str
     # True when the whole tree's usage, not the project's own, is over.
     tree: bool = False
+    # Set when reservations counted: the first instant over the limit
+    # (seconds since the epoch) and what was reserved there beside usage.
+    reserved: float = 0
+    at: Optional[int] = None
 
     def as_dict(self) -> dict:
-        return {"resource_name": self.resource_name, "limit": self.limit,
-                "current_usage": num(self.current_usage),
-                "delta": num(self.delta), "project_id": self.project_id,
-                "scope": "tree" if self.tree else "project"}
+        out = {"resource_name": self.resource_name, "limit": self.limit,
+               "current_usage": num(self.current_usage),
+               "delta": num(self.delta), "project_id": self.project_id,
+               "scope": "tree" if self.tree else "project"}
+        if self.at is not None:
+            out.update(reserved=num(self.reserved), at=booked.iso(self.at))
+        return out
 
 
 class Target:
@@ -106,15 +115,20 @@ class Figures:
 class Baseline:
     """A claim check's first phase, read with the trees locked and before
     the write: the limits in scope (None: nothing is), the names they
-    limit and the usage of every project in the targets' trees."""
+    limit, the usage of every project in the targets' trees and what
+    those projects have reserved from now on."""
     targets: list[Target]
     limits: Optional[Limits]
     names: frozenset[str] = frozenset()
     used: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    booked: booked.Booked = booked.NONE
 
 
 def _project_ids(targets: list[Target]) -> set[int]:
     return {pid for tg in targets for pid in tg.tree}
+
+
+_RESOLVE = object()
 
 
 class Model(abc.ABC):
@@ -146,11 +160,14 @@ class Model(abc.ABC):
 
     @staticmethod
     def limits_in_scope(conn: Connection, ctx: Context, project_ids,
-                        only: Optional[set[str]] = None) -> Optional[Limits]:
+                        only: Optional[set[str]] = None,
+                        scope=_RESOLVE) -> Optional[Limits]:
         """The limits of these projects in the configured service and
         region (of the names in `only`, if given); None when that service
-        is not registered and unregistered resources are not zero."""
-        scope = lim.resolve_scope(conn, ctx.service_type, ctx.region_id)
+        is not registered and unregistered resources are not zero.
+        `scope`: the scope already resolved, when the caller has it."""
+        if scope is _RESOLVE:
+            scope = lim.resolve_scope(conn, ctx.service_type, ctx.region_id)
         if scope is None and not ctx.unregistered_is_zero:
             return None
         if scope is None:
@@ -189,38 +206,62 @@ class Model(abc.ABC):
                          targets: list[Target],
                          deltas: Mapping[str, float]) -> list[Over]:
         """What would be over its limit if each target's own usage grew
-        by `deltas` (a quota check: nothing is written)."""
+        by `deltas` (a quota check: nothing is written), at every instant
+        from now on beside what the targets' trees have reserved."""
         ids = _project_ids(targets)
-        limits = self.limits_in_scope(conn, ctx, ids, only=set(deltas))
+        scope, any_booked = booked.scope(conn, ctx.service_type,
+                                         ctx.region_id, ids)
+        limits = self.limits_in_scope(conn, ctx, ids, only=set(deltas),
+                                      scope=scope)
         if limits is None or not deltas:
             return []
         used = usage.usage(conn, ids, deltas, ctx.aliases)
+        held = (booked.read(conn, ids) if any_booked is not False and
+                booked.matters(deltas, ctx.aliases, False) else booked.NONE)
+        if not held.empty:
+            return booked.judge_added(targets, deltas, self._checker(limits),
+                                      used=used, held=held, aliases=ctx.aliases)
         return self._judge(targets, set(deltas), limits, lambda name, target: (
             Figures(used=used.get(name, {}),
                     added={target.id: deltas.get(name, 0)})))
 
     def claim_baseline(self, conn: Connection, ctx: Context,
-                       targets: list[Target]) -> Baseline:
+                       targets: list[Target], reserves: bool = False
+                       ) -> Baseline:
         """A claim check's first phase: run with the targets' trees locked,
-        before the write, in the write's transaction."""
+        before the write, in the write's transaction. Whether the trees
+        hold reservations is asked in the scope's round trip, so a tree
+        without any pays no statement for them; a reservation write
+        (`reserves`) reads them without asking."""
         ids = _project_ids(targets)
-        limits = self.limits_in_scope(conn, ctx, ids)
+        scope, any_booked = booked.scope(conn, ctx.service_type,
+                                         ctx.region_id, () if reserves else ids)
+        limits = self.limits_in_scope(conn, ctx, ids, scope=scope)
         if limits is None:
             return Baseline(targets=targets, limits=None)
         names = self._counted(conn, ctx, limits, ids)
+        held = (booked.read(conn, ids) if any_booked is not False
+                and booked.matters(names, ctx.aliases, ctx.unregistered_is_zero)
+                else booked.NONE)
         return Baseline(targets=targets, limits=limits, names=frozenset(names),
-                        used=usage.usage(conn, ids, names, ctx.aliases))
+                        used=usage.usage(conn, ids, names, ctx.aliases),
+                        booked=held)
 
     def over_limits_grown(self, conn: Connection, ctx: Context,
                           baseline: Baseline,
-                          targets: Optional[list[Target]] = None) -> list[Over]:
+                          targets: Optional[list[Target]] = None,
+                          reserves: bool = False) -> list[Over]:
         """A claim check's second phase, after the write in the same
-        transaction: what the write took over its limit, or further over.
-        The write's change is usage now less the baseline; a write that
-        leaves a project over, but less so or no more so, passes.
+        transaction: what the write took over its limit, or further over,
+        at any instant from now on. The write's change is usage (plus
+        what is reserved, at each instant) now less the baseline; a write
+        that leaves a project over, but less so or no more so, passes.
 
         `targets` replaces the baseline's when projects the write created
-        joined them; their limits are read again, their baseline is 0."""
+        joined them; their limits are read again, their baseline is 0.
+        `reserves`: the write changed reservations, not allocations: the
+        reservations are read again and usage is not (a claim cannot
+        change reservations, nor a reservation usage; both take the lock)."""
         if baseline.limits is None:
             return []
         limits = baseline.limits
@@ -230,22 +271,42 @@ class Model(abc.ABC):
         else:
             limits = self.limits_in_scope(conn, ctx, _project_ids(targets))
         ids = _project_ids(targets)
-        if ctx.unregistered_is_zero:
-            # A name first used by this write was at 0 before it.
-            names |= self._counted(conn, ctx, limits, ids)
-        now = usage.usage(conn, ids, names, ctx.aliases)
+        held, used_after = baseline.booked, baseline.used
+        if reserves and booked.matters(names, ctx.aliases,
+                                       ctx.unregistered_is_zero):
+            held = booked.read(conn, ids)
+            names |= held.names() if ctx.unregistered_is_zero else set()
+        elif not reserves:
+            if ctx.unregistered_is_zero:
+                # A name first used by this write was at 0 before it.
+                names |= self._counted(conn, ctx, limits, ids)
+            used_after = usage.usage(conn, ids, names, ctx.aliases)
+        return booked.judge(targets, names, self._checker(limits),
+                            used_before=baseline.used, used_after=used_after,
+                            before=baseline.booked, after=held,
+                            aliases=ctx.aliases)
 
-        def figures(name, _target):
-            before, after = baseline.used.get(name, {}), now.get(name, {})
-            return Figures(used=before,
-                           added={pid: after.get(pid, 0) - before.get(pid, 0)
-                                  for pid in set(before) | set(after)})
+    def over_baseline_with(self, baseline: Baseline,
+                           deltas: Mapping[str, float],
+                           project_id: str) -> list[Over]:
+        """What would be over its limit if one of the baseline's targets
+        grew by `deltas`, judged on what the baseline read (no statement):
+        a further decision in a write that holds the trees' locks. Names
+        the baseline did not read count as unused."""
+        targets = [tg for tg in baseline.targets if tg.external_id == project_id]
+        if baseline.limits is None or not deltas:
+            return []
+        return self._judge(targets, set(deltas), baseline.limits,
+                           lambda name, target: Figures(
+                               used=baseline.used.get(name, {}),
+                               added={target.id: deltas[name]}))
 
-        return self._judge(targets, names, limits, figures,
-                           keep=lambda o: o.delta > 0)
+    def _checker(self, limits: Limits) -> booked.Check:
+        return lambda target, name, used, added: self._check(
+            target, name, limits=limits, figures=Figures(used=used, added=added))
 
-    def _judge(self, targets: list[Target], names, limits: Limits, figures,
-               keep=lambda _o: True) -> list[Over]:
+    def _judge(self, targets: list[Target], names, limits: Limits,
+               figures) -> list[Over]:
         """Each target and name through the model's rule, duplicates (a
         tree seen from two of its projects) once."""
         over: dict[tuple, Over] = {}
@@ -253,8 +314,7 @@ class Model(abc.ABC):
             for name in sorted(names):
                 for o in self._check(target, name, limits=limits,
                                      figures=figures(name, target)):
-                    if keep(o):
-                        over.setdefault((o.resource_name, o.project_id, o.tree), o)
+                    over.setdefault((o.resource_name, o.project_id, o.tree), o)
         return list(over.values())
 
     @abc.abstractmethod
