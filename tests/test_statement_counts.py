@@ -237,12 +237,13 @@ def test_reservations(client, db):
     client.simulate_post("/reservations", json=_reservation(rp))
     tx = _transactions(db, 1)
     # The provider's id; now, the id's, project's and user's rows in one;
-    # the provider's lock; inventories; the windows overlapping; the two
-    # inserts. Quota, off here: the deployment's enforcement, and the
-    # lease hours' entry (recorded whether or not anything is enforced).
+    # the provider's lock; the inventory rows' `booked` (Galera's write
+    # set); inventories; the windows overlapping; the two inserts. Quota,
+    # off here: the deployment's enforcement, and the lease hours' entry
+    # (recorded whether or not anything is enforced).
     made = client.simulate_post("/reservations", json=_reservation(rp, 2))
     assert made.status_code == 201, made.text
-    assert int(made.headers[HEADER]) == 7 + 2 + tx
+    assert int(made.headers[HEADER]) == 8 + 2 + tx
     rid = made.json["id"]
     # The row (owners and now with it), its amounts, then inventories and
     # the windows that give `short`.

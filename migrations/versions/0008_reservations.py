@@ -13,6 +13,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.add_column("inventories", sa.Column("booked", sa.BigInteger, nullable=False,
+                                           server_default="0"))
     op.create_table(
         "reservations",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -64,3 +66,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("reservation_amounts")
     op.drop_table("reservations")
+    with op.batch_alter_table("inventories") as batch:
+        batch.drop_column("booked")

@@ -66,6 +66,13 @@ inventories = Table(
     # and every capacity check cost one index walk per inventory row,
     # growing with the allocations a cloud holds.
     Column("used", BigInteger, nullable=False, default=0, server_default="0"),
+    # Moved by every write that reserves room on this row (ledger/
+    # reservations.py), though no reader looks at it: a claim raising
+    # `used` and a reservation admitted beside it then write the same
+    # row, so Galera's certification refuses one of them when they run on
+    # two nodes at once, as it does two claims. A locking read alone is
+    # not part of a node's write set.
+    Column("booked", BigInteger, nullable=False, default=0, server_default="0"),
     *_timestamps(),
     UniqueConstraint("resource_provider_id", "resource_class_id"),
     # The candidate prefilter scans by class first.

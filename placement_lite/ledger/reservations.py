@@ -153,13 +153,29 @@ def _window(start: int, end: int, now: int) -> int:
     return stored
 
 
+_BOOK = (update(t.inventories)
+         .where(t.inventories.c.resource_provider_id.in_(bindparam("rps", expanding=True)),
+                t.inventories.c.resource_class_id.in_(bindparam("rcs", expanding=True)))
+         .values(booked=t.inventories.c.booked + 1))
+
+
 def _admit(conn: Connection, amounts: Mapping[Key, int],
            names: Mapping[Key, tuple[str, str]], start: int, end: int,
            spans=None, reservation_id: Optional[int] = None):
     """Steps 2 and 3: lock the providers, read, and refuse unless each
     amount fits over its spans (`spans(key)`; the whole window when
-    None). Returns the room read, for the answer's shortfalls."""
+    None). Returns the room read, for the answer's shortfalls.
+
+    The inventory rows reserved on are written too (`booked`), after the
+    providers' locks as a claim's `used` is: on Galera, the provider
+    locks bind only the node that took them, and it is a write to the
+    same row that makes certification refuse one of two writers racing
+    on two nodes. (The IN lists may match a few more rows than the keys:
+    a wider write set, never a narrower one.)"""
     lock_providers(conn, {key[0]: names[key][0] for key in amounts})
+    if amounts:
+        conn.execute(_BOOK, {"rps": sorted({rp for rp, _rc in amounts}),
+                             "rcs": sorted({rc for _rp, rc in amounts})})
     room = reservation_room.read(conn, amounts, start, end)
     for key in sorted(amounts):
         reservation_room.check(room, key, amounts[key],
