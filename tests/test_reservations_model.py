@@ -1,0 +1,278 @@
+"""Reservations against a brute-force model (tests/reservation_model.py).
+
+Random providers, claims, inventory changes and reservations (made,
+replaced, cancelled, ended) on a grid of hourly slots a day ahead, driven
+through the API in-process. After every step the service and the model
+must agree on the answer (status and code; for a refusal for want of
+room, the provider, class, first interval and figures of its detail),
+and then on every reservation (window, status, amounts, generation,
+`short`), every provider's usage, and each provider's calendar.
+
+SQLite always; MariaDB and PostgreSQL when PLACEMENT_LITE_TEST_DB_URLS
+names them. RESERVATION_MODEL_EXAMPLES and RESERVATION_MODEL_STEPS size a
+run (examples x steps per backend). A failure prints hypothesis's
+shortest sequence of steps and a blob to replay it. `pytest -s` shows
+how many requests of each kind were accepted and refused.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import uuid as uuidlib
+
+import falcon.testing
+import pytest
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,
+                                 precondition, rule, run_state_machine_as_test)
+
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+from placement_lite.db import clock
+from tests import reservation_model as m
+from tests.reservation_checks import Checker, at, iso
+
+EXAMPLES = int(os.environ.get("RESERVATION_MODEL_EXAMPLES", "30"))
+STEPS = int(os.environ.get("RESERVATION_MODEL_STEPS", "30"))
+SLOTS = 6
+CLASSES = ("VCPU", "DISK_GB")
+CONSUMERS = 4
+
+slot = st.integers(0, SLOTS - 1)
+start_slot = st.one_of(slot, st.just(m.NOW))
+amount = st.integers(1, 6)
+# Key indices (into the model's sorted keys) and amounts.
+amounts = st.dictionaries(st.integers(0, 7), amount, min_size=1, max_size=3)
+
+
+def inventory(rc: str):
+    """A small inventory, so that requests collide: sometimes with a
+    ratio that makes capacity fractional, units above 1, a max_unit below
+    the total."""
+    @st.composite
+    def build(draw):
+        total = draw(st.integers(2, 12))
+        return m.Inventory(
+            total=total, reserved=draw(st.integers(0, min(2, total))),
+            allocation_ratio=draw(st.sampled_from([1.0, 1.0, 1.5, 2.0, 0.5])),
+            min_unit=draw(st.sampled_from([1, 1, 1, 2])),
+            max_unit=draw(st.sampled_from([total, total, 2**31 - 1, 5])),
+            step_size=draw(st.sampled_from([1, 1, 1, 2])))
+    return build().filter(lambda i: i.min_unit <= i.max_unit)
+
+
+def machine(client, db, base: int, counts: collections.Counter):
+
+    class Reservations(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            self.model = m.Model(SLOTS)
+            self.project = f"p-{uuidlib.uuid4().hex[:12]}"
+            self.consumers = [str(uuidlib.uuid4()) for _ in range(CONSUMERS)]
+            self.check = Checker(client, db, base, self.model, counts)
+            self.counts = counts
+
+        @initialize(data=st.data(), n=st.integers(1, 3))
+        def providers(self, data, n):
+            for i in range(n):
+                rp = str(uuidlib.uuid4())
+                self.check.call("POST", "/resource_providers",
+                                {"name": f"rm-{rp[:8]}-{i}", "uuid": rp}, want=200)
+                self.check.names[f"rm-{rp[:8]}-{i}"] = rp
+                self.model.inventories[rp] = {}
+                self._put_inventories(rp, {rc: data.draw(inventory(rc))
+                                           for rc in CLASSES})
+
+        # Helpers ---------------------------------------------------------
+
+        def _key_amounts(self, picks: dict) -> dict:
+            keys = self.model.keys()
+            out = {}
+            for i, a in picks.items():
+                out[keys[i % len(keys)]] = a
+            return out
+
+        def _pick(self, which: int):
+            ids = sorted(self.model.reservations)
+            return ids[which % len(ids)] if ids else None
+
+        def _put_inventories(self, rp: str, invs: dict) -> None:
+            gen = self.check.call("GET", f"/resource_providers/{rp}",
+                                  want=200)[1]["generation"]
+            decision = self.model.set_inventories(rp, invs)
+            self.check.decide("inventories", decision, "PUT",
+                              f"/resource_providers/{rp}/inventories",
+                              {"resource_provider_generation": gen,
+                               "inventories": {rc: inv.body()
+                                               for rc, inv in invs.items()}})
+
+        def _window(self, start: int, length: int) -> tuple[int, int]:
+            """Slots [start, end) clipped to the grid; a length below 1
+            gives a window ending at or before its start."""
+            if start == m.NOW:  # any end on the grid is after now
+                return start, max(0, min(SLOTS, length))
+            return start, min(SLOTS, start + length)
+
+        # Reservations ----------------------------------------------------
+
+        @rule(start=start_slot, length=st.integers(-1, SLOTS), picks=amounts,
+              reuse=st.integers(0, 9), which=st.integers(0, 50))
+        def create(self, start, length, picks, reuse, which):
+            start, end = self._window(start, length)
+            rid = self._pick(which) if reuse == 0 else None
+            rid = rid or str(uuidlib.uuid4())
+            want = self._key_amounts(picks)
+            decision = self.model.create(rid, start, end, want)
+            body = {"id": rid, "project_id": self.project, "user_id": "u1",
+                    "start": self.check.start_text(start), "end": iso(at(base, end)),
+                    "allocations": self.check.allocations_body(want)}
+            self.check.decide("create", decision, "POST", "/reservations", body,
+                              rid=rid)
+
+        @precondition(lambda self: self.model.reservations)
+        @rule(which=st.integers(0, 50), start=start_slot,
+              length=st.integers(-1, SLOTS), picks=amounts,
+              stale=st.integers(0, 9), move=st.integers(0, 4))
+        def replace(self, which, start, length, picks, stale, move):
+            rid = self._pick(which)
+            r = self.model.reservations[rid]
+            same_start = r.start == m.NOW and move != 0
+            if same_start:
+                start, start_text = m.NOW, iso(r.start_at)
+            elif r.start == m.NOW and start == m.NOW:
+                start = 0  # an active reservation asked to move
+                start_text = self.check.start_text(start)
+            else:
+                start_text = self.check.start_text(start)
+            start, end = self._window(start, length)
+            want = self._key_amounts(picks)
+            generation = r.generation + (1 if stale == 0 else 0)
+            decision = self.model.replace(rid, stale != 0, start, end, want,
+                                          same_start)
+            body = {"generation": generation, "start": start_text,
+                    "end": iso(at(base, end)),
+                    "allocations": self.check.allocations_body(want)}
+            self.check.decide("replace", decision, "PUT", f"/reservations/{rid}",
+                              body, rid=rid, before=r.generation)
+
+        @rule(which=st.integers(0, 50), unknown=st.integers(0, 9))
+        def cancel(self, which, unknown):
+            rid = (None if unknown == 0 else self._pick(which)) or str(uuidlib.uuid4())
+            decision = self.model.cancel(rid)
+            self.check.decide("cancel", decision, "DELETE", f"/reservations/{rid}")
+            if decision.accepts:
+                self.check.call("GET", f"/reservations/{rid}", want=404)
+
+        @rule(which=st.integers(0, 50), unknown=st.integers(0, 9))
+        def end(self, which, unknown):
+            rid = (None if unknown == 0 else self._pick(which)) or str(uuidlib.uuid4())
+            decision = self.model.end(rid)
+            self.check.decide("end", decision, "POST", f"/reservations/{rid}/end",
+                              rid=rid)
+
+        @rule(kind=st.sampled_from(["status", "resource_provider", "window"]),
+              which=st.integers(0, 2), first=slot, length=st.integers(1, SLOTS),
+              limit=st.sampled_from([None, 1, 2, 3]))
+        def list_filtered(self, kind, which, first, length, limit):
+            """The filters and paging of GET /reservations, each against
+            the model's own reading of it."""
+            if kind == "status":
+                status = ("pending", "active", "ended")[which]
+                query, keep = {"status": status}, lambda r: r.status == status
+            elif kind == "resource_provider":
+                rps = sorted(self.model.inventories)
+                rp = rps[which % len(rps)]
+                query = {"resource_provider": rp}
+                keep = lambda r: any(k[0] == rp for k in r.amounts)  # noqa: E731
+            else:
+                low, high = at(base, first), at(base, min(SLOTS, first + length))
+                query = {"from": iso(low), "to": iso(high)}
+
+                def keep(r):
+                    start, end = self.check.window(r)
+                    return start < high and end > low
+            self.counts[("list", kind)] += 1
+            self.check.listing(self.project, query, keep, limit)
+
+        # Claims and inventories -------------------------------------------
+
+        @rule(who=st.integers(0, CONSUMERS - 1), picks=amounts)
+        def claim(self, who, picks):
+            consumer = self.consumers[who]
+            gen = self.check.call("GET", f"/allocations/{consumer}",
+                                  want=200)[1].get("consumer_generation")
+            want = self._key_amounts(picks)
+            decision = self.model.claim(consumer, want)
+            self.check.decide("claim", decision, "PUT", f"/allocations/{consumer}", {
+                "allocations": self.check.allocations_body(want),
+                "project_id": self.project, "user_id": "u1",
+                "consumer_generation": gen, "consumer_type": "INSTANCE"})
+
+        @rule(who=st.integers(0, CONSUMERS - 1))
+        def unclaim(self, who):
+            consumer = self.consumers[who]
+            self.check.decide("unclaim", self.model.unclaim(consumer), "DELETE",
+                              f"/allocations/{consumer}")
+
+        @rule(data=st.data(), which=st.integers(0, 2))
+        def change_inventory(self, data, which):
+            rps = sorted(self.model.inventories)
+            rp = rps[which % len(rps)]
+            self._put_inventories(rp, {rc: data.draw(inventory(rc))
+                                       for rc in CLASSES})
+
+        # What must agree after every step -------------------------------------
+
+        @invariant()
+        def reservations_agree(self):
+            self.check.listing(self.project)
+
+        @invariant()
+        def usages_and_calendars_agree(self):
+            for rp in sorted(self.model.inventories):
+                self.check.usages(rp)
+                self.check.calendar(rp)
+
+    return Reservations
+
+
+def test_reservations_agree_with_the_model(db):
+    client = falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+    with db.engine.connect() as conn:
+        now = clock.now(conn)
+    base = (now // m.SLOT + 1) * m.SLOT + 86400
+    counts: collections.Counter = collections.Counter()
+    run_state_machine_as_test(
+        machine(client, db, base, counts),
+        settings=settings(max_examples=EXAMPLES, stateful_step_count=STEPS,
+                          deadline=None, database=None, print_blob=True,
+                          suppress_health_check=list(HealthCheck)))
+    print(f"\nreservation model, {db.engine.dialect.name}: "
+          f"{sum(counts.values())} requests")
+    for (kind, outcome), n in sorted(counts.items()):
+        print(f"  {kind:12} {outcome:50} {n}")
+    accepted = {k for (k, o), n in counts.items() if o == "accepted"}
+    assert {"create", "replace", "claim", "end", "cancel"} <= accepted, counts
+
+
+def test_the_model_reads_the_docs_example():
+    """docs/reservations.md's refusal: capacity 64, 40 allocated, 16
+    reserved over the first three hours; 16 more over eight hours lacks
+    room over those three, with 8 free."""
+    model = m.Model(8)
+    model.inventories["cn1"] = {"VCPU": m.Inventory(total=64)}
+    model.allocations["c"] = {("cn1", "VCPU"): 40}
+    model.reservations["a"] = m.Reservation("a", 0, 3, {("cn1", "VCPU"): 16})
+    decision = model.create("b", 0, 8, {("cn1", "VCPU"): 16})
+    assert decision.outcomes == {m.NO_ROOM}
+    assert decision.shortfalls == (
+        m.Shortfall("cn1", "VCPU", 0, 3, 8, 64, 40, 16, 16),)
+    assert model.create("b", 3, 8, {("cn1", "VCPU"): 24}).accepts
+    # A claim leaves room for the most reserved at any instant from now.
+    assert not model.claim("d", {("cn1", "VCPU"): 9}).accepts
+    assert model.claim("d", {("cn1", "VCPU"): 8}).accepts
+    # Shrunk below what is held: the reservation is short where it lacks
+    # room, and a write that does not raise usage is let through.
+    model.inventories["cn1"] = {"VCPU": m.Inventory(total=50)}
+    assert model.short("a") == [m.Shortfall("cn1", "VCPU", 0, 3, 10)]
+    assert model.claim("c", {("cn1", "VCPU"): 39}).accepts
