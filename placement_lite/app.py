@@ -22,8 +22,8 @@ from placement_lite.api.paths import UrlMiddleware
 from placement_lite.api.policy import Policy
 from placement_lite.api.resources import (
     aggregates, allocation_candidates, allocations, catalog, explain,
-    inventories, lease, limits, projects, quota, reshaper, resource_classes,
-    resource_providers, root, traits, usages)
+    inventories, lease, limits, projects, quota, reservations, reshaper,
+    resource_classes, resource_providers, root, traits, usages)
 from placement_lite.api.services import Services
 from placement_lite.candidates.facts_cache import FactsCache
 from placement_lite.config import Settings
@@ -91,6 +91,12 @@ ROUTES: tuple[Route, ...] = (
     Route("/v1/check-create", lease.CheckCreate, own=True),
     Route("/v1/check-update", lease.CheckUpdate, own=True),
     Route("/v1/on-end", lease.OnEnd, own=True),
+    # Reservations: room on providers held for a window of time
+    Route("/reservations", reservations.Reservations, own=True),
+    Route("/reservations/{reservation_id}", reservations.OneReservation,
+          own=True),
+    Route("/reservations/{reservation_id}/end", reservations.ReservationEnd,
+          own=True),
     # Why a candidates query answers what it does
     Route("/explain/allocation_candidates", explain.ExplainAllocationCandidates,
           own=True),

@@ -119,6 +119,36 @@ class CapacityExceeded(LedgerError, Conflict):
     """A claim does not fit the provider's inventory."""
 
 
+# Reservations ------------------------------------------------------------------
+
+class ReservationNotFound(LedgerError, NotFound):
+    pass
+
+
+class ReservationNoRoom(LedgerError, Conflict):
+    """Some instant of the window lacks room for an amount."""
+    code = "placement.reservation.no_room"
+
+
+class ReservationExists(LedgerError, Conflict):
+    code = "placement.reservation.exists"
+
+
+class ReservationEnded(LedgerError, Conflict):
+    """An ended reservation can only be removed from the records."""
+    code = "placement.reservation.ended"
+
+
+class ReservationStarted(LedgerError, Conflict):
+    """An active reservation cannot be cancelled or have its start moved."""
+    code = "placement.reservation.started"
+
+
+class ReservationNotStarted(LedgerError, Conflict):
+    """Only an active reservation can be ended (a pending one is cancelled)."""
+    code = "placement.reservation.not_started"
+
+
 # Candidates / query ---------------------------------------------------------------
 # Placement tags only some of its query 400s with a specific code; the rest
 # carry the undefined code, and so do ours.

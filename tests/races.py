@@ -82,3 +82,59 @@ def assert_granted_exactly_capacity(request, capacities: dict,
         _s, _h, body = request("GET", f"/usages?project_id={project}",
                                version="1.9")
         assert body["usages"] == ({"VCPU": count} if count else {})
+
+
+@dataclass
+class ReserveRace:
+    statuses: list = field(default_factory=list)
+    granted: dict = field(default_factory=lambda: {"claim": 0, "reserve": 0})
+
+
+# One window every reserver wants, far enough ahead to stay pending.
+WINDOW = ("2098-01-01T00:00:00Z", "2098-01-02T00:00:00Z")
+
+
+def _take_one(request, kind: str, rp: str, version: str):
+    if kind == "claim":
+        return request("PUT", f"/allocations/{uuid.uuid4()}", {
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "claims", "user_id": "u",
+            "consumer_generation": None, "consumer_type": "INSTANCE"},
+            version=version)
+    return request("POST", "/reservations", {
+        "project_id": "reservations", "user_id": "u",
+        "start": WINDOW[0], "end": WINDOW[1],
+        "allocations": {rp: {"resources": {"VCPU": 1}}}}, version=version)
+
+
+def reserve_and_claim_until_full(request, capacities: dict, version: str,
+                                 workers: int = 8) -> ReserveRace:
+    """Race `workers` threads, alternately claiming one VCPU and reserving
+    one over WINDOW, until each has seen every provider full (a 409 that
+    names no room) or got an answer other than 201/204/409."""
+    race = ReserveRace()
+    lock = threading.Lock()
+
+    def worker(kind):
+        full: set[str] = set()
+        rng = random.Random()
+        while len(full) < len(capacities):
+            rp = rng.choice([u for u in capacities if u not in full])
+            status, _h, body = _take_one(request, kind, rp, version)
+            with lock:
+                race.statuses.append(status)
+                if status in (201, 204):
+                    race.granted[kind] += 1
+            if status == 409 and ("capacity" in str(body)
+                                  or "reservation.no_room" in str(body)):
+                full.add(rp)
+            elif status not in (201, 204, 409):
+                return
+
+    threads = [threading.Thread(target=worker, args=(("claim", "reserve")[i % 2],))
+               for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return race

@@ -226,3 +226,29 @@ def test_flat_gauges_keep_each_projects_own_limit(db):
     assert quota[("placement_lite_quota_limit", b)] == 40
     # No tree under the flat model.
     assert not [k for k in quota if k[0].startswith("placement_lite_quota_tree_")]
+
+
+def test_the_short_reservations_gauge_counts_reservations_left_without_room(db):
+    from sqlalchemy import update
+
+    from placement_lite.db import clock, tables as t
+    from placement_lite.ledger import reservations
+
+    gauges = LedgerGauges(db, Settings(db=db.url), ttl=0.0)
+
+    def short():
+        return _parse(gauges.render())[("placement_lite_reservations_short", "")]
+
+    assert short() == 0
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=8)
+        now = clock.now(conn)
+    for hours in ((1, 3), (2, 4), (5, 6)):
+        db.run_write(lambda conn, h=hours: reservations.create(
+            conn, None, "p", "u", now + h[0] * 3600, now + h[1] * 3600,
+            {rp["uuid"]: {"VCPU": 4}}))
+    assert short() == 0
+    with db.write() as conn:
+        conn.execute(update(t.inventories).values(total=6))
+    # The first two overlap (8 reserved, room 6); the third is alone (4).
+    assert short() == 2

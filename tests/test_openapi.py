@@ -34,6 +34,8 @@ schema_validator = pytest.importorskip("openapi_schema_validator")
 RP, RP2 = "c0c0c0c0-0000-4000-8000-00000000000a", "c0c0c0c0-0000-4000-8000-00000000000b"
 AGG = "a9a9a9a9-0000-4000-8000-00000000000a"
 C1, C2, C3 = (f"5e5e5e5e-0000-4000-8000-00000000000{n}" for n in (1, 2, 3))
+# A pending reservation and an active one.
+R1, R2 = "7e7e7e7e-0000-4000-8000-00000000000a", "7e7e7e7e-0000-4000-8000-00000000000b"
 WRITES = ("put", "post", "patch")
 
 
@@ -204,6 +206,21 @@ def _quota(w: World) -> dict:
     return {"registered_limit_id": rid, "limit_id": lid, "endpoint_id": eid}
 
 
+def _reservations(w: World) -> None:
+    w.send("post", "/reservations", "/reservations", {
+        "id": R1, "project_id": "p1", "user_id": "u1",
+        "start": "2098-01-01T00:00:00Z", "end": "2098-01-02T00:00:00",
+        "allocations": {RP: {"resources": {"MEMORY_MB": 512}}}})
+    w.send("post", "/reservations", "/reservations", {
+        "id": R2, "project_id": "p1", "user_id": "u1",
+        "start": "2000-01-01T00:00:00Z", "end": "2098-01-01T00:00:00+01:00",
+        "allocations": {RP: {"resources": {"MEMORY_MB": 256}}}})
+    w.send("put", "/reservations/{reservation_id}", f"/reservations/{R1}", {
+        "generation": 1, "start": "2098-01-01T00:00:00Z",
+        "end": "2098-01-03T00:00:00Z",
+        "allocations": {RP: {"resources": {"MEMORY_MB": 1024}}}})
+
+
 @pytest.fixture(scope="module")
 def world():
     with contextlib.ExitStack() as stack:
@@ -213,6 +230,7 @@ def world():
         w = World(app)
         _placement(w)
         ids = _quota(w)
+        _reservations(w)
         yield w, doc, ids
 
 
@@ -223,6 +241,8 @@ def _concrete(template: str, ids: dict) -> str:
     names = {"/resource_classes/{name}": "CUSTOM_GOLD", "/traits/{name}": "CUSTOM_FAST"}
     if template in names:
         return template.replace("{name}", names[template])
+    # Only an active reservation can end; a pending one may change.
+    values["reservation_id"] = R2 if template.endswith("/end") else R1
     return template.format(**values)
 
 

@@ -279,7 +279,8 @@ def test_placement_rules_are_project_scoped_and_ours_accept_any_scope():
     registered = Policy("secure-rbac").enforcer.registered_rules
     for name, spec in SPECS.items():
         scope = registered[name].scope_types
-        if name.startswith(("placement:limits:", "placement:quota:", "placement:lease:")):
+        if name.startswith(("placement:limits:", "placement:quota:", "placement:lease:",
+                            "placement:reservations:")):
             assert scope is None, name
         elif name.startswith("placement:"):
             assert scope == ["project"], name

@@ -224,3 +224,33 @@ def test_a_repeated_bounded_answer_reads_usage_in_one_statement(client, db):
     assert _count(client, "GET", path) == 2 + _transactions(db, 1)
     resp = client.simulate_get(path)
     assert len(resp.json["allocation_requests"]) == 5
+
+
+def _reservation(rp, vcpu=1, start="2098-01-01T00:00:00Z", end="2098-01-02T00:00:00Z"):
+    return {"project_id": "p1", "user_id": "u1", "start": start, "end": end,
+            "allocations": {rp: {"resources": {"VCPU": vcpu}}}}
+
+
+def test_reservations(client, db):
+    rp = _provider(client, "cn1")
+    # The first creates the owner's project and user rows.
+    client.simulate_post("/reservations", json=_reservation(rp))
+    tx = _transactions(db, 1)
+    # The provider's id; now, the id's, project's and user's rows in one;
+    # the provider's lock; inventories; the windows overlapping; the two
+    # inserts.
+    made = client.simulate_post("/reservations", json=_reservation(rp, 2))
+    assert made.status_code == 201, made.text
+    assert int(made.headers[HEADER]) == 7 + tx
+    rid = made.json["id"]
+    # The row (owners and now with it), its amounts, then inventories and
+    # the windows that give `short`.
+    assert _count(client, "GET", f"/reservations/{rid}") == 4 + tx
+    assert _count(client, "GET", "/reservations") == 4 + tx
+    # A claim where something is reserved ahead reads the windows once
+    # more than one where nothing is (test_claims; the first of a type
+    # creates rows of its own).
+    check_read = 0 if db.engine.dialect.update_returning else 1
+    _count(client, "PUT", f"/allocations/{uuid.uuid4()}", _claim(rp, "p1", "u1"))
+    assert _count(client, "PUT", f"/allocations/{uuid.uuid4()}",
+                  _claim(rp, "p1", "u1"), status=204) == 8 + 1 + check_read + tx

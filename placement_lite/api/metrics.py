@@ -7,7 +7,8 @@ histograms by method and route; the candidate engine's search time
 COMMIT, from Database.on_retry); and
 the database pool, read at scrape time. Gauges of the ledger itself (the
 fleet's capacity, used and free per resource class; the projects, and
-under strict_two_level the trees, closest to their limits) come from
+under strict_two_level the trees, closest to their limits; how many
+reservations lack room) come from
 LedgerGauges, cached a few seconds.
 
 Every worker process keeps its own numbers; each series carries a `worker`
@@ -256,7 +257,7 @@ class LedgerGauges:
             return self._text
 
     def _read(self) -> str:
-        from placement_lite.ledger import fleet
+        from placement_lite.ledger import fleet, reservation_room
         from placement_lite.quota import overview
 
         self.reads += 1
@@ -264,7 +265,12 @@ class LedgerGauges:
             classes = fleet.class_summaries(conn)
             nearest = overview.nearest(conn, self.settings,
                                        self.settings.metrics_quota_top_n)
-        lines: list[str] = []
+            short = reservation_room.count_short(conn)
+        lines: list[str] = [
+            "# HELP placement_lite_reservations_short Reservations that lack "
+            "room at some instant from now on (an inventory shrank under them).",
+            "# TYPE placement_lite_reservations_short gauge",
+            f"placement_lite_reservations_short {short}"]
         for name, help_text, value in (
                 ("placement_lite_fleet_capacity", "Capacity of the fleet per "
                  "resource class: the sum of (total - reserved) * allocation_ratio.",

@@ -25,7 +25,7 @@ from placement_lite.api.microversion import MAX_VERSION, VersionedTable
 from placement_lite.api.resources import explain, resource_providers
 from placement_lite.api.schemas import (
     aggregates, allocation_candidates, allocations, inventories, lease, limits,
-    reshaper, resource_classes, traits)
+    reservations, reshaper, resource_classes, traits)
 from placement_lite.api.schemas import resource_providers as providers
 
 OVERLAY = Path(__file__).with_name("openapi.yaml")
@@ -70,6 +70,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("/v1/check-create", "post"): lease.SENT_CHECK_CREATE,
     ("/v1/check-update", "post"): lease.SENT_CHECK_UPDATE,
     ("/v1/on-end", "post"): lease.SENT_ON_END,
+    ("/reservations", "post"): reservations.CREATE,
+    ("/reservations/{reservation_id}", "put"): reservations.UPDATE,
 }
 # (route template, method) -> the schema its query string is validated with.
 QUERIES: dict[tuple[str, str], Any] = {
@@ -85,6 +87,7 @@ QUERIES: dict[tuple[str, str], Any] = {
     ("/v3/services", "get"): limits.SERVICES_QUERY,
     ("/v3/endpoints", "get"): limits.ENDPOINTS_QUERY,
     ("/quota/lease-ledger", "get"): lease.LEDGER_QUERY,
+    ("/reservations", "get"): reservations.LIST_QUERY,
 }
 
 

@@ -28,8 +28,9 @@ from typing import Optional
 from placement_lite.api import errors
 from placement_lite.api.echo import quote_str
 
-# Route template fields that hold a provider's or a consumer's uuid.
-UUID_FIELDS = ("uuid", "consumer_uuid")
+# Route template fields that hold a provider's, a consumer's or a
+# reservation's uuid.
+UUID_FIELDS = ("uuid", "consumer_uuid", "reservation_id")
 
 
 def canonical_uuid(value: str) -> Optional[str]:

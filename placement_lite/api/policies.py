@@ -212,6 +212,17 @@ own_rule("placement:quota:check", "Ask whether a claim would fit the quota.")
 own_rule("placement:lease:check", "Judge a Blazar lease (the /v1 lease-policy "
          "calls).")
 own_rule("placement:lease:ledger", "Read a project's lease ledger.", PROJECT_READER)
+# Reservations hold room every claim must then leave free: the admin's, in
+# every profile but open, as Placement's own rules were before the
+# service and reader roles.
+for _action, _what in (("create", "Reserve room on providers for a window of time."),
+                       ("show", "Show a reservation."),
+                       ("list", "List reservations."),
+                       ("update", "Change a reservation's window or amounts."),
+                       ("delete", "Cancel a pending reservation, or delete an "
+                                  "ended one from the records."),
+                       ("end", "End an active reservation now.")):
+    own_rule(f"placement:reservations:{_action}", _what, "rule:admin_api")
 # Explain answers with what the candidates query reads (every provider's
 # capacity, usage, traits and aggregates): whoever the candidates rule
 # admits, in every profile, and a policy file that changes that rule

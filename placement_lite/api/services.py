@@ -24,6 +24,11 @@ class Services:
     # write transaction (ledger.allocations.ClaimCheck); the enforcer is
     # one. A check refuses a claim by raising a ledger error (OverLimit).
     claim_checks: list[ClaimCheck] = field(default_factory=list)
+    # The same two-phase checks for reservation writes (create, change,
+    # cancel, end: ledger/reservations.py), told the projects that own the
+    # reservation before and after. None by default: the quota's rules
+    # over reservations plug in here.
+    reservation_checks: list[ClaimCheck] = field(default_factory=list)
     # The process's request and search metrics (create_app sets them; a
     # resource built without them must still work).
     metrics: Optional[Metrics] = None

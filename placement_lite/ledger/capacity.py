@@ -12,11 +12,14 @@ import math
 from functools import lru_cache
 from typing import Mapping, Optional
 
-from sqlalchemy import BigInteger, Integer, and_, bindparam, case, or_, select, update
+from sqlalchemy import (
+    BigInteger, Integer, and_, bindparam, case, exists, or_, select, update)
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
+from placement_lite.db import clock
 from placement_lite.db import tables as t
+from placement_lite.ledger import reserved_ahead
 
 # The largest amount anything may name: an inventory field, an allocation,
 # a requested resource, a lease reservation, a quota limit or delta. It is
@@ -61,14 +64,15 @@ def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int],
     params = {}
     for i, (rp, rc) in enumerate(keys):
         params.update({f"rp{i}": rp, f"rc{i}": rc, f"d{i}": deltas[(rp, rc)]})
-    result = conn.execute(_add_usage_statement(len(keys), returning), params)
+    result = conn.execute(_add_usage_statement(
+        len(keys), returning, conn.dialect.name if returning else ""), params)
     if not returning:
         return None
     return {(r.resource_provider_id, r.resource_class_id): r for r in result}
 
 
 @lru_cache(maxsize=128)
-def _add_usage_statement(n: int, returning: bool):
+def _add_usage_statement(n: int, returning: bool, dialect_name: str = ""):
     """add_usage's UPDATE for n keys, built once per n: a claim's hot
     statement, whose building and cache key cost more than its run."""
     inv = t.inventories
@@ -78,11 +82,28 @@ def _add_usage_statement(n: int, returning: bool):
     stmt = update(inv).where(or_(*match)).values(
         used=inv.c.used + case(*[(m, bindparam(f"d{i}", type_=BigInteger))
                                  for i, m in enumerate(match)], else_=0))
-    return stmt.returning(*inv.c) if returning else stmt
+    return stmt.returning(*inv.c, _reserved_ahead(dialect_name)) if returning else stmt
+
+
+def _reserved_ahead(dialect_name: str):
+    """Whether any reservation that has not ended holds the row's key: the
+    rows a claim checks carry it, so a claim where nothing is reserved
+    ahead (every claim, where nobody reserves) reads no reservations."""
+    ra, inv = t.reservation_amounts, t.inventories
+    return exists().where(
+        ra.c.resource_provider_id == inv.c.resource_provider_id,
+        ra.c.resource_class_id == inv.c.resource_class_id,
+        ra.c.end_at > clock.now_expr(dialect_name)).label("reserved_ahead")
 
 
 _INVENTORIES = select(t.inventories).where(
     t.inventories.c.resource_provider_id.in_(bindparam("ids", expanding=True)))
+
+
+@lru_cache(maxsize=8)
+def _inventories_to_check(dialect_name: str):
+    return select(t.inventories, _reserved_ahead(dialect_name)).where(
+        t.inventories.c.resource_provider_id.in_(bindparam("ids", expanding=True)))
 
 
 def inventories(conn: Connection, provider_ids) -> dict[tuple[int, int], object]:
@@ -139,6 +160,14 @@ def check(conn: Connection,
     than with a usage read earlier, keeps the rule exact while other
     consumers free capacity concurrently.
 
+    A write that raises the usage of a key must also leave room for the
+    most reserved there at any instant from now on (an allocation has no
+    end): one more statement reads those reservations, for every such key
+    at once, only once every key passed the check without them, and only
+    where the inventory rows say something is reserved ahead
+    (`reserved_ahead`, read with them). Reservations take the same
+    provider locks, so none slips in between.
+
     `changed`: inventory rows add_usage returned, as they stand after the
     deltas; only what they leave out (a class the write claims without
     changing its usage, or one with no inventory) is read here.
@@ -148,36 +177,62 @@ def check(conn: Connection,
     invs = dict(changed or {})
     missing = {rp for rp, rc in amounts if (rp, rc) not in invs}
     if missing:
-        invs.update(inventories(conn, missing))
+        invs.update(((r.resource_provider_id, r.resource_class_id), r)
+                    for r in conn.execute(_inventories_to_check(conn.dialect.name),
+                                          {"ids": sorted(missing)}))
+    raising = []
     for key in sorted(amounts):
-        rp, rc = key
-        where = (f"'{class_names[rc]}' on resource provider "
-                 f"'{provider_names[rp]}'")
-        inv = invs.get(key)
-        if inv is None:
+        where = (f"'{class_names[key[1]]}' on resource provider "
+                 f"'{provider_names[key[0]]}'")
+        kept = held is not None and sum(amounts[key]) <= held.get(key, 0)
+        if _check_key(invs.get(key), amounts[key], where, kept) and getattr(
+                invs[key], "reserved_ahead", True):
+            raising.append((key, where))
+    if not raising:
+        return
+    peaks = reserved_ahead.peaks(conn, [key for key, _where in raising])
+    for key, where in raising:
+        if peaks.get(key):
+            _refuse_if_full(invs[key], sum(amounts[key]), where, peaks[key])
+
+
+def _check_key(inv, amounts: list[int], where: str, kept: bool) -> bool:
+    """One key's claim against its inventory row, as it stands with the
+    write applied, reservations aside. `kept`: the writers held at least
+    as much there before, so the usage does not rise. True where the
+    write raises the usage: reservations must then leave room too."""
+    if inv is None:
+        raise errors.CapacityExceeded(
+            f"Unable to allocate inventory: Inventory for {where} invalid. "
+            "The provider has no inventory of that class.")
+    for amount in amounts:
+        if amount < inv.min_unit or amount > inv.max_unit or (
+                amount % inv.step_size):
             raise errors.CapacityExceeded(
-                f"Unable to allocate inventory: Inventory for {where} invalid. "
-                "The provider has no inventory of that class.")
-        for amount in amounts[key]:
-            if amount < inv.min_unit or amount > inv.max_unit or (
-                    amount % inv.step_size):
-                raise errors.CapacityExceeded(
-                    f"Unable to allocate inventory: Unable to create allocation "
-                    f"for {where}. The requested amount would violate inventory "
-                    f"constraints: requested {amount}, min_unit {inv.min_unit}, "
-                    f"max_unit {inv.max_unit}, step_size {inv.step_size}.")
-        requested = sum(amounts[key])
-        # What the others hold: the row's usage less this write's amounts.
-        current = inv.used - requested
-        cap = capacity_of(inv)
-        if current + requested > cap and not (
-                held is not None and requested <= held.get(key, 0)):
-            raise errors.CapacityExceeded(
-                f"Unable to allocate inventory: Unable to create allocation for "
-                f"{where}. The requested amount would exceed the capacity: "
-                f"requested {requested}, already used {current}, capacity "
-                f"{display(cap)} ((total {inv.total} - reserved {inv.reserved}) "
-                f"* allocation_ratio {inv.allocation_ratio}).")
+                f"Unable to allocate inventory: Unable to create allocation "
+                f"for {where}. The requested amount would violate inventory "
+                f"constraints: requested {amount}, min_unit {inv.min_unit}, "
+                f"max_unit {inv.max_unit}, step_size {inv.step_size}.")
+    if kept:
+        return False
+    _refuse_if_full(inv, sum(amounts), where, 0)
+    return True
+
+
+def _refuse_if_full(inv, requested: int, where: str, reserved_later: int) -> None:
+    # What the others hold: the row's usage less this write's amounts.
+    current = inv.used - requested
+    cap = capacity_of(inv)
+    if current + requested + reserved_later <= cap:
+        return
+    later = (f", held by reservations {reserved_later} (at their peak from "
+             "now on)" if reserved_later else "")
+    raise errors.CapacityExceeded(
+        f"Unable to allocate inventory: Unable to create allocation for "
+        f"{where}. The requested amount would exceed the capacity: "
+        f"requested {requested}, already used {current}{later}, capacity "
+        f"{display(cap)} ((total {inv.total} - reserved {inv.reserved}) "
+        f"* allocation_ratio {inv.allocation_ratio}).")
 
 
 def display(value: float):

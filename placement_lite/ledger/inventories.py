@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from placement_lite import errors
 from placement_lite.db import facts_log
 from placement_lite.db import tables as t
-from placement_lite.ledger import capacity, providers, resource_classes
+from placement_lite.ledger import capacity, providers, reserved_ahead, resource_classes
 from placement_lite.ledger.providers import ProviderRef, bump_generation, utcnow
 
 _inv = t.inventories
@@ -176,6 +176,7 @@ def _check_usage(conn: Connection, provider: ProviderRef,
             capacity.usage(conn, [provider.id]).items()
             if rc in removed and n}
     if not used:
+        _check_reservations(conn, provider, removed, class_names)
         return
     # Ordered by class id, as Placement lists them.
     names = [class_names[rc] for rc in sorted(used)]
@@ -184,6 +185,22 @@ def _check_usage(conn: Connection, provider: ProviderRef,
         f"Inventory for '{', '.join(names)}' on resource provider "
         f"'{provider.uuid}' in use. Allocations still hold {amounts}; "
         "delete or move them before removing the inventory.")
+
+
+def _check_reservations(conn: Connection, provider: ProviderRef,
+                        removed: list[int], class_names: Mapping[int, str]) -> None:
+    """InventoryInUse while reservations that have not ended hold a class
+    about to be removed: they would be left with no room at all. (A class
+    may shrink below what is reserved, as below what is allocated; the
+    reservations then report it as `short`.)"""
+    held = sorted(rc for rc, (n_live, _n) in reserved_ahead.live_counts(
+        conn, provider.id, removed).items() if n_live)
+    if held:
+        raise errors.InventoryInUse(
+            f"Inventory for '{', '.join(class_names[rc] for rc in held)}' on "
+            f"resource provider '{provider.uuid}' in use. Reservations that "
+            "have not ended hold it; end or cancel them before removing the "
+            "inventory.")
 
 
 _DELETE = delete(_inv).where(_inv.c.id.in_(bindparam("row_ids", expanding=True)))

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from placement_lite import errors
 from placement_lite.db import facts_log
 from placement_lite.db import tables as t
+from placement_lite.ledger import reserved_ahead
 from placement_lite.ledger.generations import (  # noqa: F401 - re-exported
     ProviderRef, bump_generation, check_generation, check_generation_unchanged,
     get_ref, get_with, lock_for_claim, not_found, select_with, utcnow)
@@ -337,6 +338,7 @@ def delete_provider(conn: Connection, provider: Provider) -> None:
         raise errors.ProviderInUse(
             f"Unable to delete resource provider {provider.uuid}: Resource "
             "provider has allocations. Delete them first.")
+    _check_reservations(conn, provider)
     facts_log.touch(conn, (provider.id,))
     for table in (t.inventories, t.resource_provider_traits,
                   t.resource_provider_aggregates):
@@ -347,3 +349,20 @@ def delete_provider(conn: Connection, provider: Provider) -> None:
     conn.execute(update(_rp).where(_rp.c.id == provider.id)
                  .values(root_provider_id=None))
     conn.execute(delete(_rp).where(_rp.c.id == provider.id))
+
+
+def _check_reservations(conn: Connection, provider: Provider) -> None:
+    """Refuse (409) while reservations that have not ended hold room on
+    the provider (our reservations take its row lock to reserve, and we
+    hold it); ended ones lose their rows on it, which the records
+    cannot keep pointing at a provider that is gone."""
+    counts = reserved_ahead.live_counts(conn, provider.id)
+    if any(n_live for n_live, _n in counts.values()):
+        raise errors.ProviderInUse(
+            f"Unable to delete resource provider {provider.uuid}: Resource "
+            "provider has reservations that have not ended. End or cancel "
+            "them first (GET /reservations?resource_provider="
+            f"{provider.uuid} lists them).")
+    if counts:
+        reserved_ahead.drop_ended(conn, provider_id=provider.id)
+

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from placement_lite import errors
 from placement_lite.db import facts_log
 from placement_lite.db import tables as t
-from placement_lite.ledger import lookup
+from placement_lite.ledger import lookup, reserved_ahead
 from placement_lite.ledger.providers import utcnow
 
 _rc = t.resource_classes
@@ -146,4 +146,14 @@ def delete_class(conn: Connection, name: str) -> None:
                 f"Error in delete resource class: Cannot delete resource class "
                 f"{name}. Class is in use in inventory. (Providers still have "
                 f"{what} of it; remove that first.)")
+    counts = reserved_ahead.live_counts(conn, class_ids=[current.id])
+    n_live, rows = counts.get(current.id, (0, 0))
+    if n_live:
+        raise errors.Conflict(
+            f"Error in delete resource class: Cannot delete resource class "
+            f"{name}. Class is in use in inventory. (Reservations that have "
+            "not ended hold it; end or cancel them first.)")
+    if rows:
+        # Ended reservations' records let go of the class with it.
+        reserved_ahead.drop_ended(conn, class_id=current.id)
     conn.execute(delete(_rc).where(_rc.c.id == current.id))

@@ -10,6 +10,7 @@ database.
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Iterable, NamedTuple, Optional
 
 Window = tuple[int, int, int]  # (start, end, amount), the window [start, end)
@@ -92,3 +93,14 @@ def first_short(windows: Iterable[Window], room: float, amount: int,
             return Short(s.start, s.end,
                          int(free) if float(free).is_integer() else free)
     return None
+
+
+def iso(seconds: int) -> str:
+    """An instant as the API and every message writes it:
+    YYYY-MM-DDTHH:MM:SSZ."""
+    when = _EPOCH + dt.timedelta(seconds=int(seconds))
+    return (f"{when.year:04d}-{when.month:02d}-{when.day:02d}T"
+            f"{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z")
+
+
+_EPOCH = dt.datetime(1970, 1, 1)

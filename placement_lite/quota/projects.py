@@ -218,6 +218,11 @@ def delete_project(conn: Connection, project: Project) -> None:
             f"Project {project.external_id} still owns consumers with "
             "allocations; delete their allocations first.")
     if conn.scalar(select(exists().where(
+            t.reservations.c.project_id == project.id))):
+        raise errors.ProjectInUse(
+            f"Project {project.external_id} still owns reservations; cancel "
+            "or end them, then delete them from the records first.")
+    if conn.scalar(select(exists().where(
             t.lease_ledger.c.project_id == project.id))):
         # The ledger is append-only: its entries outlive nothing they name.
         raise errors.ProjectInUse(
