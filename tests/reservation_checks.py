@@ -127,6 +127,8 @@ class Checker:
         assert named, (detail, shortfalls)
         s = named[0]
         start = parse(found["start"])
+        self.counts[("refusal", "detail from now" if s.start == m.NOW
+                     else "detail ahead")] += 1
         if s.start == m.NOW:
             assert t0 <= start <= t1, (detail, s, t0, t1)
         else:
@@ -145,10 +147,16 @@ class Checker:
                 "status": r.status, "generation": r.generation,
                 "allocations": self.allocations_body(r.amounts)}
         assert got == want, (got, want)
+        # Links start at the mount point, as the doc and Placement's own
+        # links show them.
+        assert answer["links"] == [
+            {"rel": "self", "href": f"/reservations/{r.rid}"}], answer["links"]
         short = sorted(answer["short"], key=lambda s: (
             s["resource_provider"], s["resource_class"], s["start"]))
         expected = self.model.short(r.rid)
         assert len(short) == len(expected), (r.rid, short, expected)
+        if short:
+            self.counts[("shown", "a short reservation")] += 1
         for s, e in zip(short, expected):
             assert (s["resource_provider"], s["resource_class"]) == (e.rp, e.rc)
             begins = parse(s["start"])
