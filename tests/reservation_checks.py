@@ -40,9 +40,10 @@ def parse(text: str) -> int:
 
 class Checker:
     def __init__(self, client, db, base: int, model: m.Model,
-                 counts: collections.Counter):
+                 counts: collections.Counter, notes: collections.Counter):
         self.client, self.db, self.base, self.model = client, db, base, model
-        self.counts = counts
+        # Requests by kind and answer; and what else was seen, by kind.
+        self.counts, self.notes = counts, notes
         self.names: dict[str, str] = {}  # provider name -> uuid
         router = client.app._router
         self.calendars = router.find(
@@ -90,7 +91,10 @@ class Checker:
         self.counts[(kind, "accepted" if status < 400
                      else f"refused {status} {code}")] += 1
         if len(decision.outcomes) > 1:
-            self.counts[(kind, f"  (one of {len(decision.outcomes)} allowed)")] += 1
+            self.notes[(kind, f"one of {len(decision.outcomes)} answers allowed, "
+                        f"gave {status} {code}")] += 1
+        if decision.note and status >= 400:
+            self.notes[(kind, decision.note)] += 1
         assert allowed, (f"{method} {path}: the model allows "
                          f"{sorted(decision.outcomes, key=str)}, the service "
                          f"answered {status} {answer}; body {body}")
@@ -99,6 +103,7 @@ class Checker:
         if not decision.accepts:
             return
         decision.apply(answer or {})
+        kind = kind.split()[0]
         if rid is not None and kind in ("create", "replace", "end"):
             self.answered(kind, rid, answer, t0, t1, before)
 
@@ -127,8 +132,8 @@ class Checker:
         assert named, (detail, shortfalls)
         s = named[0]
         start = parse(found["start"])
-        self.counts[("refusal", "detail from now" if s.start == m.NOW
-                     else "detail ahead")] += 1
+        self.notes[("no_room", "detail checked, interval from now"
+                    if s.start == m.NOW else "detail checked, interval ahead")] += 1
         if s.start == m.NOW:
             assert t0 <= start <= t1, (detail, s, t0, t1)
         else:
@@ -156,7 +161,7 @@ class Checker:
         expected = self.model.short(r.rid)
         assert len(short) == len(expected), (r.rid, short, expected)
         if short:
-            self.counts[("shown", "a short reservation")] += 1
+            self.notes[("shown", "a short reservation, checked")] += 1
         for s, e in zip(short, expected):
             assert (s["resource_provider"], s["resource_class"]) == (e.rp, e.rc)
             begins = parse(s["start"])

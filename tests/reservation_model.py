@@ -113,6 +113,7 @@ class Decision:
     # key that lacks it (any one of them may be named).
     shortfalls: tuple = ()
     apply: Optional[Callable[[dict], None]] = None
+    note: str = ""  # what is remarkable about it, for the test's counts
 
     @property
     def accepts(self) -> bool:
@@ -318,7 +319,10 @@ class Model:
             if amounts[key] > held.get(key, 0):
                 after = self.allocated(key) - held.get(key, 0) + amounts[key]
                 if after + self.peak(key) > inv.capacity:
-                    return _refuse(CLAIM_REFUSED)
+                    refused = _refuse(CLAIM_REFUSED)
+                    if after <= inv.capacity:
+                        refused.note = "refused for what is reserved ahead"
+                    return refused
 
         def apply(_answer: dict) -> None:
             self.allocations[consumer] = {k: a for k, a in amounts.items() if a}
