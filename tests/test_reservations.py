@@ -550,3 +550,29 @@ def test_status_is_the_databases(db, world):
             start_at=now - HOUR // 2, end_at=now + HOUR // 2))
     with db.read() as conn:
         assert reservation_reads.get(conn, r.uuid).status == "active"
+
+
+def test_a_reshape_respects_reservations_both_ways(db, world):
+    """A reshape's claims leave room for what is reserved ahead, and its
+    final inventory may not take away a class reservations hold."""
+    from placement_lite.ledger import reshaper
+
+    rp, now = world
+    consumer = _claim(db, rp, 2)
+    _reserve(db, rp, now + HOUR, now + 2 * HOUR, vcpu=6)
+
+    def reshape(vcpu, keep_vcpu=True):
+        with db.read() as conn:
+            provider = providers.get_by_uuid(conn, rp["uuid"])
+            stored = inventories.get_inventories(conn, provider)
+        wanted = dict(stored) if keep_vcpu else {"MEMORY_MB": stored["MEMORY_MB"]}
+        db.run_write(lambda conn: reshaper.reshape(
+            conn, {rp["uuid"]: reshaper.ProviderInventories(provider.generation, wanted)},
+            [ConsumerWrite(consumer, "p1", "u1", {rp["uuid"]: {"VCPU": vcpu}}
+                           if vcpu else {rp["uuid"]: {"MEMORY_MB": 1}})]))
+
+    with pytest.raises(errors.CapacityExceeded, match="held by reservations 6"):
+        reshape(3)
+    with pytest.raises(errors.InventoryInUse, match="Reservations that have not ended"):
+        reshape(0, keep_vcpu=False)
+    reshape(2)
