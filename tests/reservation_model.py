@@ -345,17 +345,34 @@ class Model:
     def usage(self, rp: str) -> dict[str, int]:
         return {rc: self.allocated((rp, rc)) for rc in self.inventories[rp]}
 
+    @staticmethod
+    def steps(amount_at: Callable[[int], int], first: int, last: int) -> list:
+        """An amount over slots [first, last) as consecutive steps
+        (first slot, end slot, amount), neighbours differing."""
+        out: list = []
+        for k in range(first, last):
+            amount = amount_at(k)
+            if out and out[-1][2] == amount:
+                out[-1] = (out[-1][0], k + 1, amount)
+            else:
+                out.append((k, k + 1, amount))
+        return out
+
     def calendar(self, rp: str, first: int, last: int) -> dict[str, list]:
-        """Per class, what is reserved over slots [first, last) as
-        maximal steps (first slot, end slot, amount)."""
+        """Per class of the provider, what is reserved over slots
+        [first, last) as steps."""
+        return {rc: self.steps(lambda k, key=(rp, rc): self.reserved(key, k),
+                               first, last)
+                for rc in sorted(self.inventories[rp])}
+
+    def project_calendar(self, first: int, last: int) -> dict[str, list]:
+        """What the project (every reservation here is the test's one
+        project's) reserves per class over slots [first, last), summed
+        over providers: the classes it reserves there only."""
         out = {}
-        for rc in sorted(self.inventories[rp]):
-            steps: list = []
-            for k in range(first, last):
-                amount = self.reserved((rp, rc), k)
-                if steps and steps[-1][2] == amount:
-                    steps[-1] = (steps[-1][0], k + 1, amount)
-                else:
-                    steps.append((k, k + 1, amount))
-            out[rc] = steps
+        for rc in sorted({rc for invs in self.inventories.values() for rc in invs}):
+            steps = self.steps(lambda k: sum(
+                self.reserved((rp, rc), k) for rp in self.inventories), first, last)
+            if any(n for _a, _b, n in steps):
+                out[rc] = steps
         return out

@@ -121,6 +121,21 @@ def machine(client, db, base: int, counts: collections.Counter,
                                "inventories": {rc: inv.body()
                                                for rc, inv in invs.items()}})
 
+        def _shrink_under(self, r: m.Reservation) -> None:
+            """Shrink the inventory of one of `r`'s keys so that its
+            fullest instant lacks a unit of room (total - reserved at
+            least 1, ratio 1)."""
+            rp, rc = key = min(r.amounts)
+            most = max(self.model.allocated(key) + self.model.reserved(key, k)
+                       for k in range(max(r.start, m.NOW), r.end))
+            invs = dict(self.model.inventories[rp])
+            old = invs[rc]
+            invs[rc] = m.Inventory(total=max(1, most - 1 + old.reserved),
+                                   reserved=old.reserved, allocation_ratio=1.0,
+                                   min_unit=old.min_unit, max_unit=old.max_unit,
+                                   step_size=old.step_size)
+            self._put_inventories(rp, invs, "inventories")
+
         def _edge(self, key, room: float, over: bool) -> int:
             """The most that fits in `room` in the key's units (or one
             step more), kept within min_unit and max_unit."""
@@ -196,6 +211,45 @@ def machine(client, db, base: int, counts: collections.Counter,
                     "allocations": self.check.allocations_body(want)}
             self.check.decide("replace", decision, "PUT", f"/reservations/{rid}",
                               body, rid=rid, before=r.generation)
+
+        @precondition(lambda self: any(not r.ended for r in
+                                       self.model.reservations.values()))
+        @rule(which=st.integers(0, 50), shift=st.sampled_from([0, 0, -1, 1]),
+              trim=st.sampled_from([(0, 0), (1, 0), (0, 1)]), less=st.booleans(),
+              shrink=st.booleans())
+        def replace_within(self, which, shift, trim, less, shrink):
+            """A change that holds no more (the same or smaller amounts,
+            the window shortened), or the same amounts moved by a slot:
+            only where it would hold more is room checked, so one left
+            short by an inventory may still shrink. With `shrink`, an
+            inventory it holds first shrinks to a unit below what it
+            needs."""
+            live = [rid for rid, r in self.model.reservations.items() if not r.ended]
+            rid = live[which % len(live)]
+            r = self.model.reservations[rid]
+            if shrink:
+                self._shrink_under(r)
+            if self.model.short(rid):
+                self.notes[("replace (within)", "of a short reservation")] += 1
+            if r.start == m.NOW:
+                start, start_text = m.NOW, iso(r.start_at)
+                end = max(0, r.end - trim[1] + shift)
+            else:
+                start = max(0, min(SLOTS - 1, r.start + shift + trim[0]))
+                start_text = self.check.start_text(start)
+                end = max(start + 1, min(SLOTS, r.end + shift - trim[1]))
+            want = {}
+            for (rp, rc), a in r.amounts.items():
+                step = self.model.inventories[rp][rc].step_size
+                want[(rp, rc)] = a - step if less and a > step else a
+            decision = self.model.replace(rid, True, start, end, want,
+                                          r.start == m.NOW)
+            body = {"generation": r.generation, "start": start_text,
+                    "end": iso(at(base, end)),
+                    "allocations": self.check.allocations_body(want)}
+            self.check.decide("replace (within)", decision, "PUT",
+                              f"/reservations/{rid}", body, rid=rid,
+                              before=r.generation)
 
         @precondition(lambda self: self.model.reservations)
         @rule(which=st.integers(0, 50), unknown=st.integers(0, 9))
@@ -301,9 +355,14 @@ def machine(client, db, base: int, counts: collections.Counter,
 
         @invariant()
         def usages_and_calendars_agree(self):
+            # From now on every other step, else a part of the grid.
+            n = self.steps
+            first = n // 2 % SLOTS
+            period = None if n % 2 == 0 else (first, min(SLOTS, first + 1 + n % 5))
             for rp in self.model.inventories:
                 self.check.usages(rp)
-                self.check.calendar(rp)
+                self.check.calendar(rp, period)
+            self.check.project_calendar(self.project, period)
 
     return Reservations
 
@@ -328,8 +387,14 @@ def test_reservations_agree_with_the_model(db):
     print("  and checked:")
     for (kind, note), n in sorted(notes.items()):
         print(f"  {kind:12} {note:46} {n:6}")
+    # The run reached what the rules are about (a seed or size that does
+    # not is too small a run to say anything).
     accepted = {k for (k, o), n in counts.items() if o == "accepted"}
     assert {"create", "replace", "claim", "end", "cancel"} <= accepted, counts
+    seen = {note for (_kind, note), n in notes.items()}
+    assert {"refused for what is reserved ahead", "of a short reservation",
+            "a short reservation, checked", "detail checked, interval ahead",
+            "detail checked, interval from now"} <= seen, notes
 
 
 def test_the_model_reads_the_docs_example():
