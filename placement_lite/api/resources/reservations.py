@@ -38,7 +38,9 @@ def body(req, r: Reservation) -> dict:
                    "resource_class": s.resource_class,
                    "start": times.text(s.start), "end": times.text(s.end),
                    "free": s.free} for s in r.short],
-        "links": [render.link("self", href(req, r.uuid))],
+        # Links start at the mount point (SCRIPT_NAME), as Placement's
+        # do; only the Location header is absolute.
+        "links": [render.link("self", f"{req.root_path}/reservations/{r.uuid}")],
     }
 
 
