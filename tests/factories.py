@@ -7,7 +7,6 @@ from sqlalchemy import insert, select, update
 
 from placement_lite.db import facts_log
 from placement_lite.db import tables as t
-from placement_lite.ledger import consumers
 
 
 def provider(conn, name: str | None = None, uuid: str | None = None) -> dict:
@@ -60,14 +59,6 @@ def reservation(conn, project: str, start: int, end: int, amounts: dict,
     """A reservation by `project` of `amounts` ({provider id: {class:
     n}}) over [start, end), written straight into the tables (no check of
     room or quota); returns its uuid."""
-    ident = ident or str(uuidlib.uuid4())
-    rid = conn.execute(insert(t.reservations).values(
-        uuid=ident, project_id=consumers.ensure_project(conn, project),
-        user_id=consumers.ensure_user(conn, user), start_at=start, end_at=end,
-        generation=1)).inserted_primary_key[0]
-    conn.execute(insert(t.reservation_amounts), [
-        {"reservation_id": rid, "resource_provider_id": rp,
-         "resource_class_id": class_id(conn, rc), "amount": n,
-         "start_at": start, "end_at": end}
-        for rp, held in amounts.items() for rc, n in held.items()])
-    return ident
+    from tests import reservation_rows
+    return reservation_rows.reservation(conn, start, end, amounts, project=project,
+                                        user=user, uuid=ident)

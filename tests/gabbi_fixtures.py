@@ -223,7 +223,7 @@ class ReservedWindowsFixture(APIFixture):
     def prepare(self, db):
         from placement_lite.ledger import (
             aggregates, inventories, providers, resource_classes, traits)
-        from tests.reserved_rows import reservation
+        from tests.reservation_rows import reservation
 
         day = 4_102_444_800  # 2100-01-01T00:00:00Z
         hour = 3600

@@ -9,15 +9,8 @@ from typing import Mapping
 from sqlalchemy import insert, select
 
 from placement_lite.db import tables as t
+from placement_lite.ledger import consumers
 from tests.factories import class_id
-
-
-def _external(conn, table, external_id: str) -> int:
-    found = conn.scalar(select(table.c.id).where(table.c.external_id == external_id))
-    if found is not None:
-        return found
-    return conn.execute(insert(table).values(external_id=external_id)
-                        ).inserted_primary_key[0]
 
 
 def _provider_id(conn, provider) -> int:
@@ -27,22 +20,35 @@ def _provider_id(conn, provider) -> int:
                        .where(t.resource_providers.c.uuid == provider))
 
 
-def reservation(conn, start: int, end: int,
-                amounts: Mapping[int | str, Mapping[str, int]], project: str = "p1",
+def _amount_rows(conn, amounts) -> list[tuple[int, int, int]]:
+    """(provider id, class id, amount) from {provider id or uuid: {class
+    name: amount}} or {(provider id, class id): amount}."""
+    rows = []
+    for key, held in amounts.items():
+        if isinstance(key, tuple):
+            rows.append((key[0], key[1], held))
+            continue
+        rows += [(_provider_id(conn, key), class_id(conn, rc), amount)
+                 for rc, amount in held.items()]
+    return rows
+
+
+def reservation(conn, start: int, end: int, amounts: Mapping, project: str = "p1",
                 user: str = "u1", uuid: str | None = None) -> str:
-    """A reservation of `amounts` ({provider id or uuid: {class: amount}})
-    over [start, end) for `project` and `user` (created when new); its
+    """A reservation of `amounts` ({provider id or uuid: {class: amount}},
+    or {(provider id, class id): amount}) over [start, end) for `project`
+    and `user` (created when new), with no check of room or quota; its
     uuid."""
     uuid = uuid or str(uuidlib.uuid4())
     rid = conn.execute(insert(t.reservations).values(
-        uuid=uuid, project_id=_external(conn, t.projects, project),
-        user_id=_external(conn, t.users, user), start_at=start, end_at=end,
+        uuid=uuid, project_id=consumers.ensure_project(conn, project),
+        user_id=consumers.ensure_user(conn, user), start_at=start, end_at=end,
         generation=1)).inserted_primary_key[0]
     conn.execute(insert(t.reservation_amounts), [
-        {"reservation_id": rid, "resource_provider_id": _provider_id(conn, rp),
-         "resource_class_id": class_id(conn, rc), "amount": amount,
+        {"reservation_id": rid, "resource_provider_id": rp,
+         "resource_class_id": rc, "amount": amount,
          "start_at": start, "end_at": end}
-        for rp, classes in amounts.items() for rc, amount in classes.items()])
+        for rp, rc, amount in _amount_rows(conn, amounts)])
     return uuid
 
 

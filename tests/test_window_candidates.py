@@ -44,7 +44,7 @@ from placement_lite.db import tables as t
 from placement_lite.ledger import reserved
 from tests import factories
 from tests.random_world import Builder, candidate_query
-from tests.reserved_rows import reservation
+from tests.reservation_rows import reservation
 
 SEED = int(os.environ.get("PLACEMENT_LITE_SAMENESS_SEED", "1604"))
 HOUR = 3600
