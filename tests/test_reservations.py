@@ -343,6 +343,28 @@ def test_a_change_may_move_to_another_provider_and_owner(db, world):
     _claim(db, rp, 8)
 
 
+def test_a_change_creates_a_new_owner_before_locking_providers(db, world):
+    """As a claim creates its consumer's owner before the providers' locks
+    (ledger/allocations.py, step 1), and as a create does: a change that
+    inserted the new owner's rows under those locks waited, provider
+    locked, for a claim creating the same project, which waited for the
+    provider: a deadlock on MariaDB and PostgreSQL."""
+    from tests.backends import statements_run
+
+    rp, now = world
+    r = _reserve(db, rp, now + HOUR, now + 2 * HOUR)
+    with statements_run(db) as seen:
+        _replace(db, r, now + HOUR, now + 2 * HOUR, 4, project_id="p-new",
+                 user_id="u-new")
+    upper = [s.upper() for s in seen]
+
+    def first(*words):
+        return next(i for i, s in enumerate(upper) if all(w in s for w in words))
+    booked = first("UPDATE INVENTORIES", "BOOKED")
+    assert first("INSERT INTO PROJECTS") < booked
+    assert first("INSERT INTO USERS") < booked
+
+
 # Cancelling and ending -----------------------------------------------------------------------------
 
 def test_cancel_a_pending_one_and_forget_an_ended_one(db, world):
