@@ -482,6 +482,37 @@ def test_a_project_that_owns_reservations_cannot_be_deleted(db, world):
         conn, quota_projects.get(conn, "owner")))
 
 
+def test_deleting_a_project_racing_its_first_reservation_is_a_conflict(db, world):
+    """A reservation written but not yet committed when the project's
+    deletion checked found nothing: the deletion then hit the foreign key
+    (a 500) once the reservation committed. Locking the project row first
+    makes the deletion wait and see it."""
+    import threading
+    import time
+
+    rp, now = world
+    with db.write() as conn:
+        quota_projects.create(conn, external_id="racer", name="racer")
+    outcome: list = []
+
+    def delete():
+        try:
+            db.run_write(lambda conn: quota_projects.delete_project(
+                conn, quota_projects.get(conn, "racer")), retries=0)
+            outcome.append("deleted")
+        except Exception as exc:  # what the route would have turned into a 500
+            outcome.append(exc)
+    with db.write() as conn:
+        reservations.create(conn, None, "racer", "u1", now + HOUR,
+                            now + 2 * HOUR, {rp["uuid"]: {"VCPU": 1}})
+        deleter = threading.Thread(target=delete)
+        deleter.start()
+        time.sleep(1.0)  # the deletion reaches the rows this one holds
+    deleter.join(30)
+    (got,) = outcome
+    assert isinstance(got, errors.ProjectInUse), repr(got)
+
+
 # Listing -------------------------------------------------------------------------------------------------
 
 def test_lists_filter_order_and_page(db, world):
