@@ -280,6 +280,12 @@ def test_the_period_defaults_to_thirty_days_from_now(db, client):
     ({"to": "2100-01-01"}, "'to' is not an ISO 8601 date and time"),
     ({"from": "2100-02-30T00:00:00Z"}, "'from' is not a valid date and time"),
     ({"from": "0001-01-01T00:00:00+01:00"}, "'from' is not a valid date and time"),
+    # Digits of other scripts are digits to Python's \d and int(), not to
+    # ISO 8601: Arabic-Indic and fullwidth years were read as 2100.
+    ({"from": "\u0662\u0661\u0660\u0660-01-01T00:00:00Z"},
+     "'from' is not an ISO 8601 date and time"),
+    ({"to": "\uff12\uff11\uff10\uff10-01-01T00:00:00Z"},
+     "'to' is not an ISO 8601 date and time"),
     ({"since": "2100-01-01T00:00:00Z"}, "Additional properties are not allowed"),
     ({"from": "x" * 65}, "is too long"),
 ])

@@ -343,6 +343,28 @@ def test_a_change_may_move_to_another_provider_and_owner(db, world):
     _claim(db, rp, 8)
 
 
+def test_a_change_creates_a_new_owner_before_locking_providers(db, world):
+    """As a claim creates its consumer's owner before the providers' locks
+    (ledger/allocations.py, step 1), and as a create does: a change that
+    inserted the new owner's rows under those locks waited, provider
+    locked, for a claim creating the same project, which waited for the
+    provider: a deadlock on MariaDB and PostgreSQL."""
+    from tests.backends import statements_run
+
+    rp, now = world
+    r = _reserve(db, rp, now + HOUR, now + 2 * HOUR)
+    with statements_run(db) as seen:
+        _replace(db, r, now + HOUR, now + 2 * HOUR, 4, project_id="p-new",
+                 user_id="u-new")
+    upper = [s.upper() for s in seen]
+
+    def first(*words):
+        return next(i for i, s in enumerate(upper) if all(w in s for w in words))
+    booked = first("UPDATE INVENTORIES", "BOOKED")
+    assert first("INSERT INTO PROJECTS") < booked
+    assert first("INSERT INTO USERS") < booked
+
+
 # Cancelling and ending -----------------------------------------------------------------------------
 
 def test_cancel_a_pending_one_and_forget_an_ended_one(db, world):
@@ -458,6 +480,37 @@ def test_a_project_that_owns_reservations_cannot_be_deleted(db, world):
     db.run_write(lambda conn: reservations.cancel(conn, r.uuid))
     db.run_write(lambda conn: quota_projects.delete_project(
         conn, quota_projects.get(conn, "owner")))
+
+
+def test_deleting_a_project_racing_its_first_reservation_is_a_conflict(db, world):
+    """A reservation written but not yet committed when the project's
+    deletion checked found nothing: the deletion then hit the foreign key
+    (a 500) once the reservation committed. Locking the project row first
+    makes the deletion wait and see it."""
+    import threading
+    import time
+
+    rp, now = world
+    with db.write() as conn:
+        quota_projects.create(conn, external_id="racer", name="racer")
+    outcome: list = []
+
+    def delete():
+        try:
+            db.run_write(lambda conn: quota_projects.delete_project(
+                conn, quota_projects.get(conn, "racer")), retries=0)
+            outcome.append("deleted")
+        except Exception as exc:  # what the route would have turned into a 500
+            outcome.append(exc)
+    with db.write() as conn:
+        reservations.create(conn, None, "racer", "u1", now + HOUR,
+                            now + 2 * HOUR, {rp["uuid"]: {"VCPU": 1}})
+        deleter = threading.Thread(target=delete)
+        deleter.start()
+        time.sleep(1.0)  # the deletion reaches the rows this one holds
+    deleter.join(30)
+    (got,) = outcome
+    assert isinstance(got, errors.ProjectInUse), repr(got)
 
 
 # Listing -------------------------------------------------------------------------------------------------

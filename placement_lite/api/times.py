@@ -17,7 +17,9 @@ from placement_lite.ledger.timeline import iso
 
 _ISO = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?"
-    r"(?:([Zz])|([+-])(\d{2}):?(\d{2}))?$")
+    r"(?:([Zz])|([+-])(\d{2}):?(\d{2}))?$",
+    # ASCII digits only: \d and int() would read other scripts' digits.
+    re.ASCII)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 EXAMPLE = "2030-01-01T09:00:00Z"
 # What an answer can write back (years 1 to 9999, in UTC).

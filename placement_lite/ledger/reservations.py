@@ -334,15 +334,18 @@ def replace(conn: Connection, uuid: str, generation: int, start: int,
     old = {(rp, rc): int(n) for rp, rc, n in conn.execute(
         select(_ra.c.resource_provider_id, _ra.c.resource_class_id, _ra.c.amount)
         .where(_ra.c.reservation_id == row.id))}
-    live = max(start, now)
-    room = _admit(conn, amounts, names, live, end,
-                  _raised(old, (row.start_at, row.end_at), amounts, live, end),
-                  row.id)
+    # A new owner is created before the providers' locks, as a claim's
+    # (and a create's) is: inserting it under them could wait for a claim
+    # creating the same project, which waits for those providers.
     owner = {}
     if project_id is not None and project_id != row.project:
         owner["project_id"] = consumers.ensure_project(conn, project_id)
     if user_id is not None and user_id != row.user:
         owner["user_id"] = consumers.ensure_user(conn, user_id)
+    live = max(start, now)
+    room = _admit(conn, amounts, names, live, end,
+                  _raised(old, (row.start_at, row.end_at), amounts, live, end),
+                  row.id)
     conn.execute(update(_r).where(_r.c.id == row.id).values(
         start_at=start, end_at=end, generation=_r.c.generation + 1,
         updated_at=utcnow(), **owner))

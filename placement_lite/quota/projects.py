@@ -206,6 +206,14 @@ def update_project(conn: Connection, project: Project, changes: dict) -> Project
 
 
 def delete_project(conn: Connection, project: Project) -> None:
+    # Lock before checking, in the writers' order (the tree's lock row,
+    # when the project is a root, then the project's row, which a claim's
+    # or a reservation's insert locks in share mode through its foreign
+    # key): a write not yet committed when the checks ran would otherwise
+    # be found only by the DELETE, as a foreign key error.
+    conn.execute(delete(t.quota_tree_locks).where(
+        t.quota_tree_locks.c.root_id == project.id))
+    conn.execute(select(P.c.id).where(P.c.id == project.id).with_for_update())
     below = conn.scalar(select(exists().where(
         or_(P.c.parent_id == project.id, P.c.domain_id == project.id))))
     if below:
@@ -230,8 +238,6 @@ def delete_project(conn: Connection, project: Project) -> None:
             "are kept for audit; disable the project instead.")
     conn.execute(delete(t.project_limits).where(
         t.project_limits.c.owner_id == project.id))
-    conn.execute(delete(t.quota_tree_locks).where(
-        t.quota_tree_locks.c.root_id == project.id))
     conn.execute(delete(P).where(P.c.id == project.id))
 
 
