@@ -17,6 +17,10 @@ code, each variant):
 - a claim (PUT /allocations of a new instance on a node of the cloud);
 - GET /usages of a project holding USAGE_CONSUMERS consumers.
 
+With --sharing, each pool's aggregate also holds a sharing provider of
+DISK_GB (bench/worlds.py's Cloud): the filtered query asks for no disk,
+so the answers are the same, but the cloud has sharing providers.
+
 With --placement, OpenStack Placement 16 is a side of each variant too
 (`placement-idle`, `placement-full`; bench/placement16.py): its own
 server and database on the same backend, the same cloud loaded into its
@@ -36,7 +40,8 @@ from urllib.parse import urlencode
 
 from bench.client import Client
 from bench.worlds import (
-    POOL_SIZE, POOL_VCPU, POOLS, USAGE_CONSUMERS, cloud_usage_project, pool_aggregate, uid)
+    POOL_SIZE, POOL_VCPU, POOLS, USAGE_CONSUMERS, cloud_shape, cloud_usage_project,
+    pool_aggregate, uid)
 
 STATEMENTS = "x-placement-lite-statements"
 # The compared code (--compare) runs no scheduler loop where its
@@ -211,7 +216,7 @@ def run(args) -> dict:
                         port += 1
                         side = matrix.Side(f"{label}-{variant}", tree, args.db, workdir, port,
                                            args.workers, args.threads,
-                                           [(f"cloud-{variant}", count)])
+                                           [(cloud_shape(variant, args.sharing), count)])
                         side.variant, side.code = variant, label
                         sides.append(side)
                         print(f"# {side.label} {count}: loaded {side.load_seconds}",
@@ -220,7 +225,7 @@ def run(args) -> dict:
                         port += 1
                         side = placement16.PlacementSide(
                             variant, args.db, workdir, port, args.workers, args.threads,
-                            count)
+                            count, args.sharing)
                         # Checked against placement-lite's reference in the
                         # same world (its own database holds the same Cloud).
                         side.reference = placement16.SameWorld(
@@ -237,6 +242,7 @@ def run(args) -> dict:
         matrix.remove_worktrees(worktrees)
     return {"db": args.db, "workers": args.workers, "threads": args.threads,
             "compare": args.compare, "placement": args.placement,
+            "sharing": args.sharing,
             "minutes": round((time.time() - started) / 60, 1),
             "load_average": [round(x, 2) for x in __import__("os").getloadavg()],
             "rows": rows, "answers_checked": checked[0]}
@@ -316,6 +322,8 @@ def add_parser(sub):
     p.add_argument("--placement", action="store_true",
                    help="OpenStack Placement 16 as a side of each variant too "
                    "(--workers processes x --threads threads under waitress)")
+    p.add_argument("--sharing", action="store_true",
+                   help="a sharing provider of DISK_GB in each pool's aggregate")
     p.add_argument("--runs", type=int, default=40, help="requests per latency figure")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--loops", type=int, default=2,
@@ -341,7 +349,8 @@ def table(result) -> str:
     if "new-idle" in labels and "new-full" in labels:
         ratios.append(("full/idle (new)", "new-idle", "new-full"))
     head = ["figure"] + labels + [r[0] for r in ratios]
-    lines = [f"{result['db']}, {result['workers']} workers x {result['threads']} threads, "
+    lines = [f"{result['db']}{', sharing providers' if result.get('sharing') else ''}, "
+             f"{result['workers']} workers x {result['threads']} threads, "
              f"load average {result['load_average']}, {result['minutes']} min; "
              f"{result['answers_checked']} timed candidates answers checked complete",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -392,14 +392,21 @@ def workloads(args):
     return wl
 
 
-def _sizes(args, wl):
+def _cloud(args, label):
+    """The cloud a side's worlds are loaded in: --base-cloud lets the
+    compared side run the other one, so `--compare HEAD --base-cloud idle
+    --cloud full` sets one tree's full clouds beside its idle ones."""
+    return args.base_cloud if label == "base" and args.base_cloud else args.cloud
+
+
+def _sizes(args, wl, cloud=None):
     """Worlds the chosen workloads need. The flat world's 1k providers are
     the first of the 10k, so `flat 1k` queries use a world of 1k in a
     database of its own... kept simple: flat 1k, nested 1k, then big flat
     worlds go to separate sides' databases only when asked."""
     names = " ".join(w[0] for w in wl)
     sizes = []
-    full = "+full" if args.cloud == "full" else ""
+    full = "+full" if (cloud or args.cloud) == "full" else ""
     if "flat 1k" in names:
         sizes.append(("flat" + full, 1000))
     if "nested" in names:
@@ -524,8 +531,10 @@ def matrix(args):
             try:
                 for label, tree in trees:
                     port += 1
-                    full = "+full" if args.cloud == "full" else ""
-                    sizes = [("flat" + full, big)] if big else _sizes(args, items)
+                    cloud = _cloud(args, label)
+                    full = "+full" if cloud == "full" else ""
+                    sizes = ([("flat" + full, big)] if big
+                             else _sizes(args, items, cloud))
                     db = args.base_db if label == "base" and args.base_db else args.db
                     sides.append(Side(label, tree, db, workdir, port,
                                       args.workers, args.threads, sizes))
@@ -545,7 +554,8 @@ def matrix(args):
     finally:
         remove_worktrees(worktrees)
     machine.append(runner.machine_ms())
-    return {"machine_ms": machine, "db": args.db, "cloud": args.cloud, "workers": args.workers, "threads": args.threads,
+    return {"machine_ms": machine, "db": args.db, "cloud": args.cloud,
+            "base_cloud": args.base_cloud, "workers": args.workers, "threads": args.threads,
             "compare": args.compare, "new": args.new or "working tree", "minutes": round((time.time() - started) / 60, 1),
             "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows,
             "answers_checked": checked[0]}
@@ -582,7 +592,6 @@ def _grown(trees, args, workdir, port, rows, checked):
     the timed queries run in alternating rounds as elsewhere. Counts are
     checked against the reference server and the world's definition."""
     plan = grow.parse_plan(args.grow)
-    grow.FULL = args.cloud == "full"
     sides = []
     try:
         for label, tree in trees:
@@ -606,6 +615,7 @@ def _grown(trees, args, workdir, port, rows, checked):
             for side in order:
                 world = worlds[side.label]
                 cpu0 = side.cpu()
+                grow.FULL = _cloud(args, side.label) == "full"
                 done = grow.grow(side.http, world, step, args.threads)
                 rows.setdefault(f"{title}: load, providers/s", {})[side.label] = {
                     "median": step.providers / done["seconds"],
@@ -721,6 +731,9 @@ def add_parser(sub):
     p.add_argument("--cloud", choices=("idle", "full"), default="idle",
                    help="full: the flat and nested worlds with every provider "
                    "30-90%% used, by three consumers each (bench/worlds.py fill)")
+    p.add_argument("--base-cloud", choices=("idle", "full"),
+                   help="the compared side's cloud, if not --cloud: with "
+                   "--compare HEAD, one tree idle beside full, alternately")
     p.add_argument("--port", type=int, default=18900)
     p.add_argument("--workdir", default=None)
     p.add_argument("--json", action="store_true", help="print JSON, not the table")

@@ -19,7 +19,7 @@ Allocations are keyed by consumer uuid there, as Placement keys them.
 Statistics are refreshed afterwards as for placement-lite's side
 (`ANALYZE TABLE` / `VACUUM ANALYZE`).
 
-    python -m bench.placement16 load URL COUNT idle|full
+    python -m bench.placement16 load URL COUNT idle|full [sharing]
     python -m bench.placement16 serve URL PORT WORKERS THREADS
 
 Run in processes of their own: Placement keeps its configuration, engine
@@ -58,7 +58,7 @@ def build(url: str, sync: bool):
 
 
 # ----------------------------------------------------------------- load
-def load(url: str, count: int, in_use: bool) -> None:
+def load(url: str, count: int, in_use: bool, sharing: bool = False) -> None:
     """The Cloud (bench/worlds.py) in Placement's schema at `url`."""
     from placement.db.sqlalchemy import models as m
     from sqlalchemy import create_engine, func, insert, select
@@ -66,7 +66,7 @@ def load(url: str, count: int, in_use: bool) -> None:
     from bench.worlds import Cloud, uid
 
     build(url, sync=True)
-    cloud = Cloud(count, in_use)
+    cloud = Cloud(count, in_use, sharing)
     engine = create_engine(url)
     with engine.begin() as conn:
         rc = dict(conn.execute(select(m.ResourceClass.name, m.ResourceClass.id)).all())
@@ -238,7 +238,8 @@ class PlacementSide(ServerProcess):
 
     code = "placement"
 
-    def __init__(self, variant, db, workdir, port, workers, threads, count):
+    def __init__(self, variant, db, workdir, port, workers, threads, count,
+                 sharing=False):
         from bench import matrix
         self.label, self.variant = f"placement-{variant}", variant
         self.reference = None
@@ -254,7 +255,8 @@ class PlacementSide(ServerProcess):
             with open(log, "ab") as out:
                 import subprocess
                 subprocess.run([sys.executable, "-m", "bench.placement16", "load", url,
-                                str(count), variant], check=True, cwd=here,
+                                str(count), variant] + (["sharing"] if sharing else []),
+                               check=True, cwd=here,
                                stdout=out, stderr=subprocess.STDOUT)
             self.load_seconds[f"cloud-{variant}_{count}"] = round(
                 time.monotonic() - began, 1)
@@ -276,7 +278,8 @@ class PlacementSide(ServerProcess):
 
 def main(argv) -> None:
     if argv[0] == "load":
-        load(argv[1], int(argv[2]), {"full": True, "idle": False}[argv[3]])
+        load(argv[1], int(argv[2]), {"full": True, "idle": False}[argv[3]],
+             argv[4:] == ["sharing"])
     elif argv[0] == "serve":
         serve(argv[1], int(argv[2]), int(argv[3]), int(argv[4]))
     else:

@@ -24,6 +24,8 @@ Shapes (Placement's gate/perfload-* jobs):
   variant every node carries 30-90% of its capacity, held by several
   consumers of many projects; defined once, as plain rows, by Cloud,
   which OpenStack Placement's loader (bench/placement16.py) reads too.
+  cloud-idle-sharing / cloud-full-sharing: the same, with a sharing
+  provider of DISK_GB in each pool's aggregate, last.
 Provider and project ids are uuid5 of their names, so the benchmark knows
 them without asking.
 """
@@ -166,8 +168,8 @@ def load(url: str, shape: str, count: int) -> None:
         elif shape == "race":
             for i in range(count):
                 bulk.provider(f"race-{i}", inventory={"VCPU": 50})
-        elif shape in ("cloud-idle", "cloud-full"):
-            load_cloud(conn, t, bulk, count, shape == "cloud-full")
+        elif shape in CLOUDS:
+            load_cloud(conn, t, bulk, count, *CLOUDS[shape])
             _rebuild_usage_summary(conn)
         elif shape == "usages":
             bulk.flush()
@@ -333,6 +335,19 @@ def consumers_for(count: int) -> int:
 
 
 POOL_INVENTORY = {"VCPU": POOL_VCPU, "MEMORY_MB": 65536, "DISK_GB": 8192}
+# A pool's sharing provider of disk (Cloud's `sharing`).
+POOL_DISK = {"DISK_GB": 100_000}
+SHARES = "MISC_SHARES_VIA_AGGREGATE"
+
+
+def cloud_shape(variant: str, sharing: bool = False) -> str:
+    """The world name of a Cloud variant ("idle" or "full")."""
+    return f"cloud-{variant}" + ("-sharing" if sharing else "")
+
+
+# World name -> Cloud's (in_use, sharing).
+CLOUDS = {cloud_shape(variant, sharing): (variant == "full", sharing)
+          for variant in ("idle", "full") for sharing in (False, True)}
 
 
 class Cloud:
@@ -348,10 +363,11 @@ class Cloud:
     30-90% used by consumers_for(count) consumers: consumer c on node
     c % count, the first USAGE_CONSUMERS of the usage project, the others
     of PROJECTS projects, their share of the node split evenly among the
-    consumers on it."""
+    consumers on it. `sharing`: after the pools, a sharing provider of
+    POOL_DISK in each pool's aggregate, idle."""
 
-    def __init__(self, count: int, in_use: bool):
-        self.count, self.in_use = count, in_use
+    def __init__(self, count: int, in_use: bool, sharing: bool = False):
+        self.count, self.in_use, self.sharing = count, in_use, sharing
         # In the order they are created (so in id order).
         self.aggregates = [AGGREGATE] + [pool_aggregate(k) for k in range(POOLS)]
         self.projects = ([uid(f"cloud-project-{p}") for p in range(PROJECTS)]
@@ -368,6 +384,9 @@ class Cloud:
             for j in range(POOL_SIZE):
                 yield (f"pool-{k}-{j}", POOL_INVENTORY, ("HW_CPU_X86_AVX2",),
                        (pool_aggregate(k),))
+        if self.sharing:
+            for k in range(POOLS):
+                yield f"pool-{k}-disk", POOL_DISK, (SHARES,), (pool_aggregate(k),)
 
     def consumers(self):
         """(uuid, project, user, [(provider index in providers(), class,
@@ -391,10 +410,10 @@ class Cloud:
                 (i, "DISK_GB", max(1, int(FLAT["DISK_GB"] * f)))]
 
 
-def load_cloud(conn, t, bulk, count: int, in_use: bool) -> None:
+def load_cloud(conn, t, bulk, count: int, in_use: bool, sharing: bool = False) -> None:
     """The Cloud's rows in placement_lite's schema (called by this
     module's loader)."""
-    cloud = Cloud(count, in_use)
+    cloud = Cloud(count, in_use, sharing)
     aggs = {AGGREGATE: bulk.agg}
     for uuid in cloud.aggregates:
         if uuid not in aggs:

@@ -21,7 +21,7 @@ from placement_lite.api.middleware import (
 from placement_lite.api.paths import UrlMiddleware
 from placement_lite.api.policy import Policy
 from placement_lite.api.resources import (
-    aggregates, allocation_candidates, allocations, catalog, explain,
+    aggregates, allocation_candidates, allocations, calendars, catalog, explain,
     inventories, lease, limits, projects, quota, reservations, reshaper,
     resource_classes, resource_providers, root, traits, usages)
 from placement_lite.api.services import Services
@@ -91,6 +91,11 @@ ROUTES: tuple[Route, ...] = (
     Route("/v1/check-create", lease.CheckCreate, own=True),
     Route("/v1/check-update", lease.CheckUpdate, own=True),
     Route("/v1/on-end", lease.OnEnd, own=True),
+    # Reservations: what is booked ahead, over a period
+    Route("/reservations/calendar/resource_providers/{uuid}",
+          calendars.ProviderCalendar, own=True),
+    Route("/reservations/calendar/projects/{project_id}",
+          calendars.ProjectCalendar, own=True),
     # Reservations: room on providers held for a window of time
     Route("/reservations", reservations.Reservations, own=True),
     Route("/reservations/{reservation_id}", reservations.OneReservation,

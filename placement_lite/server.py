@@ -14,9 +14,13 @@ supervisor.py (the parent of several); this one puts them in order.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
+import os
 import socket
 import sys
+import tempfile
 
 from placement_lite.app import build_wsgi
 from placement_lite.config import Settings
@@ -155,7 +159,28 @@ def start(settings: Settings):
         raise
 
 
+@contextlib.contextmanager
+def _throwaway(settings: Settings):
+    """`sqlite://` names SQLite's in-memory database, which lives in one
+    connection: each of a worker's threads would open one of its own, with
+    no tables. Serve a file in a temporary directory instead, which every
+    thread opens alike, and remove it when the server stops."""
+    if not _in_memory(settings.db) or settings.workers > 1:
+        yield settings
+        return
+    with tempfile.TemporaryDirectory(prefix="placement-lite-") as where:
+        path = os.path.join(where, "placement.sqlite")
+        LOG.warning("in-memory database: served from the temporary file %s, "
+                    "removed when the server stops", path)
+        yield dataclasses.replace(settings, db=f"sqlite:///{path}")
+
+
 def serve(settings: Settings) -> int:
+    with _throwaway(settings) as settings:
+        return _serve(settings)
+
+
+def _serve(settings: Settings) -> int:
     try:
         db, app, sock, enforcement = start(settings)
     except StartupError:

@@ -175,3 +175,32 @@ class LeasePolicyFixture(APIFixture):
 class CandidateBoundsFixture(APIFixture):
     settings_overrides = {"max_allocation_candidates": 3,
                           "randomize_allocation_candidates": True}
+
+
+class ReservationCalendarFixture(APIFixture):
+    """RP_UUID ('cn1') with VCPU 8, of which 2 are allocated, and three
+    reservations written as the ledger stores them, all in 2100:
+    UUID1 (PROJECT_ID) VCPU 4 over 00:00-02:00 on 1 January, UUID2
+    (ALT_PROJECT_ID) VCPU 3 over 01:00-03:00 (together 9 of the 6 left:
+    short over 01:00-02:00), and UUID3 (PROJECT_ID) MEMORY_MB 512 on
+    RP_UUID1 ('cn2') over 2 January."""
+
+    def prepare(self, db):
+        from placement_lite.api.times import parse
+        from tests import factories
+        from tests.reservation_rows import allocate, reservation
+
+        day = parse("2100-01-01T00:00:00Z", "day")
+        with db.write() as conn:
+            cn1 = factories.provider(conn, "cn1", os.environ["RP_UUID"])
+            factories.inventory(conn, cn1, "VCPU", 8)
+            cn2 = factories.provider(conn, "cn2", os.environ["RP_UUID1"])
+            factories.inventory(conn, cn2, "MEMORY_MB", 4096)
+            allocate(conn, cn1, "VCPU", 2, project=os.environ["PROJECT_ID"])
+            reservation(conn, day, day + 7200, {cn1["id"]: {"VCPU": 4}},
+                        project=os.environ["PROJECT_ID"], uuid=os.environ["UUID1"])
+            reservation(conn, day + 3600, day + 10800, {cn1["id"]: {"VCPU": 3}},
+                        project=os.environ["ALT_PROJECT_ID"], uuid=os.environ["UUID2"])
+            reservation(conn, day + 86400, day + 2 * 86400,
+                        {cn2["id"]: {"MEMORY_MB": 512}},
+                        project=os.environ["PROJECT_ID"], uuid=os.environ["UUID3"])

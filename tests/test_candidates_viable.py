@@ -217,3 +217,41 @@ def _traits_to(app, rp, names):
     status, out = wsgi(app, "PUT", f"/resource_providers/{rp}/traits", {
         "resource_provider_generation": gen, "traits": names})
     assert status == 200, out
+
+
+def test_a_bounded_answer_over_wide_trees_reads_the_trees_it_needs(apps, monkeypatch):
+    """Twelve trees of twelve devices each, every device in use. A request
+    for three devices needs the first tree alone: asked again, it reads
+    that tree's usage and its neighbour's. (The first read of a shape counted
+    32 trees whatever their width: here every device of the cloud.)"""
+    memory, sql = apps
+    world = Builder(memory, random.Random(17))
+    assert wsgi(memory, "PUT", "/resource_classes/CUSTOM_PF")[0] == 201
+    trees = []
+    for r in range(12):
+        root = world.provider(f"host{r}", inventory={"DISK_GB": world.inv(100)})
+        kids = [world.provider(f"host{r}-pf{c}", parent=root,
+                               inventory={"CUSTOM_PF": world.inv(4)})
+                for c in range(12)]
+        trees.append([root] + kids)
+        for kid in kids:
+            status, out = wsgi(memory, "PUT", f"/allocations/{world.uuid()}", {
+                "allocations": {kid: {"resources": {"CUSTOM_PF": 1}}},
+                "project_id": world.uuid(), "user_id": world.uuid(),
+                "consumer_generation": None, "consumer_type": "INSTANCE"},
+                version="1.39")
+            assert status == 204, out
+    read = []
+    real_read = memory_module.MemoryReader.read_used
+    monkeypatch.setattr(memory_module.MemoryReader, "read_used",
+                        lambda self, rps: read.append(sorted(rps)) or real_read(self, rps))
+    monkeypatch.setattr(memory_module.MemoryReader, "read_all_used",
+                        lambda self: pytest.fail("read every tree's usage"))
+    path = "/allocation_candidates?resources=CUSTOM_PF:1&limit=3"
+    for _attempt in range(3):
+        read.clear()
+        status, body = _alike(memory, sql, path)
+        assert status == 200 and len(body["allocation_requests"]) == 3
+    # The tree it needs, and a neighbour: the first read covers up to 32
+    # providers (candidates/by_tree.py _span).
+    assert len({rp for rps in read for rp in rps}) == 26, [len(r) for r in read]

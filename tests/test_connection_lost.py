@@ -321,3 +321,46 @@ def test_a_connection_lost_on_every_attempt_is_a_503_on_every_backend(db):
     assert _stored(db, consumer) == (0, 0)
     again = _claim(client, rp, consumer)
     assert again.status_code == 204, again.text
+
+
+class NodeLeavesOnInsert(ClosedOnInsert):
+    """The next `times` claim INSERTs meet a MariaDB node that cannot serve:
+    the server answers `errno` (Galera's 1047 from a node that left the
+    cluster's primary component, or 1053 from a server shutting down)
+    though the connection itself is still open."""
+
+    def __init__(self, db, errno, times=1):
+        super().__init__(db, times)
+        self.errno = errno
+
+    def _do_execute(self, cursor, statement, parameters, context=None):
+        if _is_claim_insert(statement) and self.attempts < self.times:
+            self.attempts += 1
+            cursor.execute(
+                "SIGNAL SQLSTATE '08S01' SET MYSQL_ERRNO = %s, "
+                "MESSAGE_TEXT = 'node cannot serve'" % int(self.errno))
+        return self.original(cursor, statement, parameters, context)
+
+
+@pytest.mark.parametrize("errno", [1047, 1053])
+def test_a_node_that_cannot_serve_is_a_lost_connection(errno):
+    """A Galera node outside the primary component (1047), or a server
+    shutting down (1053), stored nothing of the transaction: the write
+    runs again on a new connection, which a load balancer sends to a live
+    node, and the connection to the dead node is not pooled again."""
+    with fresh_database(server_url("mysql")) as db:
+        client = falcon.testing.TestClient(
+            create_app(Settings(db=db.url, metrics=True), db))
+        rp = _provider(client)
+        consumer = str(uuid.uuid4())
+        fault = NodeLeavesOnInsert(db, errno)
+        try:
+            result = _claim(client, rp, consumer)
+        finally:
+            fault.restore()
+        assert result.status_code == 204, result.text
+        assert fault.attempts == 1
+        assert _stored(db, consumer) == (1, 1)
+        metrics = client.simulate_get("/metrics").text
+        assert ('placement_lite_db_write_retries_total{worker="0",'
+                'reason="connection_lost"} 1') in metrics.splitlines()

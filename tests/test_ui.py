@@ -558,6 +558,18 @@ def test_every_page_answers_on_each_backend(backend):
         r = page(client, "/ui/projects")
         assert 'class="tree-card over-tree" data-root="acme"' in r.text
         assert 'class="tree-card" data-root="beta"' in r.text
+        # The reservation pages' reads (ledger/calendar.py).
+        reserve_world(database)
+        rows = _reservation_rows(page(client, "/ui/reservations"))
+        assert {u: (row[4], row[-1]) for u, row in rows.items()} == {
+            R4: ("ended", "ended"), R5: ("active", "fits"), R1: ("pending", "Short"),
+            R2: ("pending", "Short"), R3: ("pending", "fits")}
+        assert list(_reservation_rows(page(
+            client, f"/ui/reservations?provider={CN2}&status=pending&project=beta"))) == [R2]
+        r = page(client, f"/ui/reservations/providers/{CN2}?{DAY_ONE}")
+        assert re.findall(r'data-reserved="(\d+)"', r.text) == ["8", "14", "6"]
+        r = page(client, f"/ui/reservations/projects/acme?{DAY_ONE}")
+        assert re.findall(r'data-reserved="(\d+)"', r.text) == ["200", "8"]
 
 
 def test_console_pages_are_not_in_the_openapi_document(world):
@@ -579,3 +591,157 @@ def test_flat_model_judges_each_project_alone(db):
     assert "over" in rows["acme-dev"].split() and "over" not in rows["acme"].split()
     assert 'data-project="tree"' not in r.text
     assert 'class="tree-card over-tree"' in r.text
+
+
+# Reservations ------------------------------------------------------------------
+
+T0 = 4102444800  # 2100-01-01T00:00:00Z: ahead of any run's now
+HOUR, DAY = 3600, 86400
+R1, R2, R3, R4, R5 = (_u(n) for n in ("r1", "r2", "r3", "r4", "r5"))
+DAY_ONE = "from=2100-01-01T00:00:00Z&to=2100-01-03T00:00:00Z"
+
+
+def reserve_world(db) -> None:
+    """Reservations on build_world's cloud, written as the ledger stores
+    them. On cn2 (VCPU capacity 24, 12 allocated): R1 (acme) 8 over
+    06:00-18:00 on 1 January 2100 and R2 (beta) 6 over 12:00 to 12:00 the
+    next day, together short (26 of 24) over 12:00-18:00; R3 (acme) 200
+    DISK_GB of the shared disk over 2 January, which fits; R4 (beta) 30
+    VCPU on cn2 that ended two days ago: history, not short; R5 (beta) 2
+    VCPU on cn1-numa1 from a day ago to a day ahead: active."""
+    import time
+
+    from tests.reservation_rows import reservation
+
+    now = int(time.time())
+    with db.write() as conn:
+        reservation(conn, T0 + 6 * HOUR, T0 + 18 * HOUR, {CN2: {"VCPU": 8}},
+                    project="acme", user="alice", uuid=R1)
+        reservation(conn, T0 + 12 * HOUR, T0 + 36 * HOUR, {CN2: {"VCPU": 6}},
+                    project="beta", user="carol", uuid=R2)
+        reservation(conn, T0 + DAY, T0 + 2 * DAY, {DISK: {"DISK_GB": 200}},
+                    project="acme", user="alice", uuid=R3)
+        reservation(conn, now - 3 * DAY, now - 2 * DAY, {CN2: {"VCPU": 30}},
+                    project="beta", user="carol", uuid=R4)
+        reservation(conn, now - DAY, now + DAY, {NUMA1: {"VCPU": 2}},
+                    project="beta", user="carol", uuid=R5)
+
+
+@pytest.fixture
+def booked(world, db):
+    reserve_world(db)
+    return world
+
+
+def _reservation_rows(result) -> dict:
+    """uuid -> the row's cells as text, from a page's reservations table."""
+    rows = {}
+    for uuid, body in re.findall(r'<tr data-uuid="([^"]+)"[^>]*>(.*?)</tr>', result.text,
+                                 flags=re.S):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", body, flags=re.S)
+        rows[uuid] = [re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", c))).strip()
+                      for c in cells]
+    return rows
+
+
+def test_the_reservations_list_shows_window_status_amounts_and_room(booked):
+    r = page(booked, "/ui/reservations")
+    assert r.status_code == 200
+    assert '<a href="/ui/reservations" class="active" aria-current="page">Reservations</a>' \
+        in r.text
+    rows = _reservation_rows(r)
+    # By start: the ended one first, then the active one.
+    assert list(rows) == [R4, R5, R1, R2, R3]
+    assert rows[R1] == [R1, "acme", "alice", "2100-01-01 06:00 → 2100-01-01 18:00",
+                        "pending", "cn2 VCPU 8", "Short"]
+    assert rows[R2][4:] == ["pending", "cn2 VCPU 6", "Short"]
+    assert rows[R3][5:] == ["shared-disk DISK_GB 200", "fits"]
+    assert rows[R4][4:] == ["ended", "cn2 VCPU 30", "ended"]
+    assert rows[R5][4:] == ["active", "cn1-numa1 VCPU 2", "fits"]
+    assert 'title="No room for VCPU on cn2 somewhere in its window"' in r.text
+    assert list(_reservation_rows(page(booked, "/ui/reservations?project=acme"))) == [R1, R3]
+    assert list(_reservation_rows(page(
+        booked, f"/ui/reservations?provider={DISK.upper()}"))) == [R3]
+    assert list(_reservation_rows(page(booked, "/ui/reservations?status=ended"))) == [R4]
+    assert list(_reservation_rows(page(booked, "/ui/reservations?status=active"))) == [R5]
+    none = page(booked, "/ui/reservations?project=nobody")
+    assert "No reservation matches." in text(none)
+
+
+def test_the_provider_timeline_draws_capacity_allocations_steps_and_short(booked):
+    r = page(booked, f"/ui/reservations/providers/{CN2}?{DAY_ONE}")
+    assert r.status_code == 200, text(r)
+    seen = text(r)
+    assert "Reservations on cn2" in seen
+    assert "from 2100-01-01 00:00 to 2100-01-03 00:00 UTC" in seen
+    vcpu = re.search(r'<figure class="timeline" data-class="VCPU">(.*?)</figure>',
+                     r.text, flags=re.S).group(1)
+    # Three steps with something reserved (8, 14, 6), one short interval.
+    assert re.findall(r'<g class="tl-step" data-reserved="(\d+)">', vcpu) == ["8", "14", "6"]
+    assert vcpu.count('class="tl-short"') == 1
+    assert ("VCPU short from 2100-01-01 12:00 to 18:00 UTC: 14 reserved, 2 more "
+            "than the room left") in unescape(vcpu)
+    assert "VCPU: 14 reserved from 2100-01-01 12:00 to 18:00 UTC" in unescape(vcpu)
+    assert "capacity 24" in vcpu and "allocated 12" in unescape(vcpu)
+    # The axis in UTC dates: every three hours, the day named where it begins.
+    labels = re.findall(r'<text class="tl-xlabel"[^>]*>([^<]+)</text>', vcpu)
+    assert labels[:3] == ["00:00", "03:00", "06:00"] and len(labels) == 16
+    assert re.findall(r'<text class="tl-xcontext"[^>]*>([^<]+)</text>', vcpu) == [
+        "Fri 1 Jan 2100", "Sat 2 Jan 2100"]
+    assert "times in UTC" in vcpu
+    # MEMORY_MB has inventory and nothing reserved: a chart without steps.
+    mem = re.search(r'data-class="MEMORY_MB">(.*?)</figure>', r.text, flags=re.S).group(1)
+    assert 'class="tl-step"' not in mem and 'class="tl-short"' not in mem
+    assert "allocated now (held from now on)" in seen and "short: allocated and reserved" \
+        in seen
+    assert list(_reservation_rows(r)) == [R1, R2]
+
+
+def test_the_provider_timeline_is_the_apis_calendar(booked):
+    api = booked.simulate_get(f"/reservations/calendar/resource_providers/{CN2}?{DAY_ONE}",
+                              headers=ADMIN).json
+    steps = api["classes"]["VCPU"]["steps"]
+    r = page(booked, f"/ui/reservations/providers/{CN2}?{DAY_ONE}")
+    drawn = re.findall(r'<g class="tl-step" data-reserved="(\d+)"><title>[^<]*'
+                       r'reserved from ([\d-]+ [\d:]+) to', r.text)
+    assert [(int(n), when) for n, when in drawn] == [
+        (s["reserved"], s["start"][:16].replace("T", " ")) for s in steps if s["reserved"]]
+    assert len(api["classes"]["VCPU"]["short"]) == r.text.count('class="tl-short" x=')
+
+
+def test_the_project_timeline_sums_over_providers(booked):
+    r = page(booked, f"/ui/reservations/projects/acme?{DAY_ONE}")
+    assert r.status_code == 200
+    classes = re.findall(r'<figure class="timeline" data-class="([^"]+)">', r.text)
+    assert classes == ["DISK_GB", "VCPU"]
+    assert re.findall(r'data-reserved="(\d+)"', r.text) == ["200", "8"]
+    assert 'class="tl-capacity"' not in r.text.split('id="legend"')[1]
+    assert "Reservations counted (2)" in text(r)
+    assert list(_reservation_rows(r)) == [R1, R3]
+    empty = page(booked, "/ui/reservations/projects/nobody")
+    assert "Nothing reserved in this period." in text(empty)
+
+
+def test_timeline_pages_are_linked_and_refuse_whom_the_api_refuses(booked):
+    assert f'href="/ui/reservations/providers/{CN2}"' in page(
+        booked, f"/ui/providers/{CN2}").text
+    assert 'href="/ui/reservations/projects/acme"' in page(booked, "/ui/projects/acme").text
+    for path in ("/ui/reservations", f"/ui/reservations/providers/{CN2}",
+                 "/ui/reservations/projects/acme"):
+        r = page(booked, path, token="alice:acme")
+        assert r.status_code == 403, path
+        assert "Policy does not allow placement:reservations:calendar" in text(r)
+        assert "cn2" not in text(r)
+    missing = page(booked, f"/ui/reservations/providers/{_u('nothing')}")
+    assert missing.status_code == 404
+
+
+def test_a_bad_period_says_why_and_shows_the_next_thirty_days(booked):
+    r = page(booked, f"/ui/reservations/providers/{CN2}?from=2100-01-02&to=2100-01-01")
+    assert r.status_code == 200
+    assert ("'to' (2100-01-01T00:00:00Z) must be after 'from' (2100-01-02T00:00:00Z). "
+            "Showing the next 30 days.") in text(r)
+    week = page(booked, f"/ui/reservations/providers/{CN2}?from=2100-01-01&days=7")
+    assert "from 2100-01-01 00:00 to 2100-01-08 00:00 UTC" in text(week)
+    labels = re.findall(r'<text class="tl-xlabel"[^>]*>([^<]+)</text>', week.text)
+    assert labels[:3] == ["Fri 1", "Sat 2", "Sun 3"]

@@ -7,7 +7,8 @@ Skipped, saying why, when chromium, chromedriver or selenium is missing
 (`apt-get install chromium chromium-driver`; `pip install selenium`).
 Set PLACEMENT_LITE_UI_SCREENSHOTS=DIR to keep the screenshots there, and
 PLACEMENT_LITE_UI_README_SHOT=PATH to write the Fleet page's for the
-README (docs/console.png).
+README (docs/console.png), PLACEMENT_LITE_UI_TIMELINE_SHOT=PATH a
+provider's reservation timeline (docs/reservations-timeline.png).
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ import pytest
 
 from tests import servers
 from tests.backends import fresh_database
-from tests.test_ui import AGG, C1, C2, C3, CN1, CN2, NUMA0, build_world
+from tests.test_ui import (
+    AGG, C1, C2, C3, CN1, CN2, NUMA0, NUMA1, R1, R2, R3, R4, R5, build_world,
+    reserve_world)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver") or (
@@ -51,6 +54,7 @@ def live():
                 status, _h, parsed = srv.request(method, path, body, version="latest")
                 return status, parsed
             build_world(call)
+            reserve_world(db)
             yield srv
 
 
@@ -356,3 +360,137 @@ def test_a_caller_without_rights_sees_the_refusal(browser, live, shots):
     browser.find_element(By.CSS_SELECTOR, "form.who button").click()
     _wait_for(browser, "/ui/login")
     assert browser.get_cookies() == []
+
+
+RED = (198, 40, 40)
+
+
+def test_the_reservations_list(browser, live, shots):
+    _login(browser, live.base)
+    browser.find_element(By.LINK_TEXT, "Reservations").click()
+    _wait_for(browser, "/ui/reservations")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#reservations tbody tr")
+    assert [r.get_attribute("data-uuid") for r in rows] == [R4, R5, R1, R2, R3]
+    assert _cells(rows[2]) == [R1, "acme", "alice", "2100-01-01 06:00 → 2100-01-01 18:00",
+                               "pending", "cn2 VCPU 8", "Short"]
+    badge = rows[2].find_element(By.CSS_SELECTOR, "td.room .badge")
+    assert _rgb(badge.value_of_css_property("background-color")) == RED
+    assert badge.get_attribute("title") == "No room for VCPU on cn2 somewhere in its window"
+    assert [_cells(r)[4] for r in rows] == ["ended", "active", "pending", "pending", "pending"]
+    assert [_cells(r)[-1] for r in rows] == ["ended", "fits", "Short", "Short", "fits"]
+    _shot(browser, shots, "reservations")
+    browser.find_element(By.NAME, "project").send_keys("beta")
+    browser.find_element(By.NAME, "project").submit()
+    WebDriverWait(browser, 15).until(lambda d: "project=beta" in d.current_url)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#reservations tbody tr")
+    assert [r.get_attribute("data-uuid") for r in rows] == [R4, R5, R2]
+
+
+def _drawn(driver, figure) -> dict:
+    """What the chart of one figure draws, read from the rendered SVG."""
+    return driver.execute_script(
+        "const f = arguments[0], q = s => [...f.querySelectorAll(s)];"
+        "const box = e => { const b = e.getBBox(); return [b.x, b.x + b.width, b.y]; };"
+        "return {steps: q('g.tl-step').map(g => [g.dataset.reserved,"
+        "          g.querySelector('title').textContent, box(g)]),"
+        "  short: q('g.tl-short-interval').map(g => [g.querySelector('title').textContent,"
+        "          getComputedStyle(g.querySelector('rect.tl-short')).fill])," 
+        "  capacity: q('line.tl-capacity').map(l => l.y1.baseVal.value),"
+        "  labels: q('text.tl-xlabel').map(t => [t.textContent, ...box(t)]),"
+        "  context: q('text.tl-xcontext').map(t => t.textContent),"
+        "  width: f.querySelector('svg').viewBox.baseVal.width};", figure)
+
+
+def test_a_providers_timeline(browser, live, shots):
+    _login(browser, live.base)
+    browser.get(live.base + f"/ui/providers/{CN2}")
+    browser.find_element(By.LINK_TEXT, "Timeline of what is reserved here").click()
+    _wait_for(browser, f"/ui/reservations/providers/{CN2}")
+    # The period, typed in as a person would.
+    for name, value in (("from", "2100-01-01"), ("to", "2100-01-03 00:00")):
+        box = browser.find_element(By.NAME, name)
+        box.clear()
+        box.send_keys(value)
+    box.submit()
+    WebDriverWait(browser, 15).until(lambda d: "to=2100-01-03" in d.current_url)
+    seen = _visible(browser)
+    assert "from 2100-01-01 00:00 to 2100-01-03 00:00 UTC" in seen
+    legend = browser.find_element(By.ID, "legend").text
+    assert legend.split("\n") == [
+        "capacity", "allocated now (held from now on)",
+        "reserved (on top of the allocations from now on)",
+        "short: allocated and reserved exceed capacity (in red, what does not fit)"]
+    vcpu = browser.find_element(By.CSS_SELECTOR, 'figure[data-class="VCPU"]')
+    assert vcpu.is_displayed()
+    assert "capacity 24 · allocated 12 · most reserved 14" in vcpu.text
+    drawn = _drawn(browser, vcpu)
+    # Three reserved bars; the one of 14 rises above the capacity line.
+    assert [s[0] for s in drawn["steps"]] == ["8", "14", "6"]
+    assert drawn["steps"][1][1] == "VCPU: 14 reserved from 2100-01-01 12:00 to 18:00 UTC"
+    (capacity_y,) = drawn["capacity"]
+    assert drawn["steps"][1][2][2] < capacity_y < drawn["steps"][0][2][2]
+    # One short interval, in red, where the 14 is.
+    (short,) = drawn["short"]
+    assert short[0] == ("VCPU short from 2100-01-01 12:00 to 18:00 UTC: 14 reserved, "
+                        "2 more than the room left")
+    assert _rgb(short[1]) == RED
+    assert "Short 2100-01-01 12:00 → 2100-01-01 18:00 UTC: 14 reserved, 2 more than " \
+        "the room left" in vcpu.text
+    # The axis: every three hours, the day where it begins, labels apart.
+    assert [x[0] for x in drawn["labels"][:3]] == ["00:00", "03:00", "06:00"]
+    assert drawn["context"] == ["Fri 1 Jan 2100", "Sat 2 Jan 2100"]
+    for (a, _l, a_right, _y), (b, b_left, _r, _y2) in zip(drawn["labels"], drawn["labels"][1:]):
+        assert a_right < b_left, (a, b)
+    assert 0 <= drawn["labels"][0][1] and drawn["labels"][-1][2] <= drawn["width"]
+    assert "times in UTC" in vcpu.text
+    rows = browser.find_elements(By.CSS_SELECTOR, "#reservations tbody tr")
+    assert [r.get_attribute("data-uuid") for r in rows] == [R1, R2]
+    path = _shot(browser, shots, "reservations-provider")
+    keep = os.environ.get("PLACEMENT_LITE_UI_TIMELINE_SHOT")
+    if keep:
+        shutil.copyfile(path, keep)
+
+
+def test_a_projects_timeline(browser, live, shots):
+    _login(browser, live.base)
+    browser.get(live.base + "/ui/reservations")
+    browser.find_element(By.CSS_SELECTOR, f'tr[data-uuid="{R3}"] td a').click()
+    _wait_for(browser, "/ui/reservations/projects/acme")
+    browser.get(live.base + "/ui/reservations/projects/acme?from=2100-01-01&days=7")
+    figures = browser.find_elements(By.CSS_SELECTOR, "figure.timeline")
+    assert [f.get_attribute("data-class") for f in figures] == ["DISK_GB", "VCPU"]
+    assert [s[0] for s in _drawn(browser, figures[0])["steps"]] == ["200"]
+    drawn = _drawn(browser, figures[1])
+    assert [s[1] for s in drawn["steps"]] == [
+        "VCPU: 8 reserved from 2100-01-01 06:00 to 18:00 UTC"]
+    assert drawn["capacity"] == [] and drawn["short"] == []
+    assert [x[0] for x in drawn["labels"][:3]] == ["Fri 1", "Sat 2", "Sun 3"]
+    assert browser.find_element(By.ID, "legend").text == "reserved"
+    assert "Reservations counted (2)" in _visible(browser)
+    _shot(browser, shots, "reservations-project")
+
+
+def test_a_timeline_across_now(browser, live, shots):
+    """Two days either side of now on cn1-numa1: the running reservation's
+    bar crosses the dashed line marking now."""
+    import datetime as dt
+    import time
+    _login(browser, live.base)
+    day = dt.datetime.utcfromtimestamp(time.time() - 2 * 86400).strftime("%Y-%m-%d")
+    browser.get(live.base + f"/ui/reservations/providers/{NUMA1}?from={day}&days=4")
+    vcpu = browser.find_element(By.CSS_SELECTOR, 'figure[data-class="VCPU"]')
+    now = vcpu.find_element(By.CSS_SELECTOR, "line.tl-now")
+    # A vertical line has no width, which Selenium counts as not shown:
+    # ask for its height and its colour instead.
+    assert now.rect["height"] > 100
+    assert _rgb(now.value_of_css_property("stroke")) == (224, 161, 0)
+    assert vcpu.find_element(By.CSS_SELECTOR, "text.tl-now-label").text == "now"
+    drawn = _drawn(browser, vcpu)
+    (step,) = drawn["steps"]
+    assert step[0] == "2" and step[1].startswith("VCPU: 2 reserved from ")
+    x = float(now.get_attribute("x1"))
+    assert step[2][0] < x < step[2][1]
+    assert drawn["short"] == []
+    rows = browser.find_elements(By.CSS_SELECTOR, "#reservations tbody tr")
+    assert [(r.get_attribute("data-uuid"), _cells(r)[4]) for r in rows] == [(R5, "active")]
+    _shot(browser, shots, "reservations-now")

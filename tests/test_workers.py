@@ -326,3 +326,23 @@ def test_several_workers_refuse_an_in_memory_database():
                                  "--port", "0"),
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "in-memory" in out.stderr
+
+
+def test_one_worker_serves_an_in_memory_database():
+    """`--db sqlite://` is a throwaway database, as SQLite's own in-memory
+    URL promises: each of a worker's threads must see the same one, and
+    nothing is left behind once the server stops."""
+    from tests import servers
+    with servers.serve("sqlite://", "--workers", "1") as srv:
+        rp = "5e3a7c1c-1111-4aaa-8bbb-000000000001"
+        status, _, body = srv.request("POST", "/resource_providers",
+                                      {"name": "mem-1", "uuid": rp})
+        assert status == 201, body
+        for _ in range(20):
+            status, _, body = srv.request("GET", f"/resource_providers/{rp}")
+            assert status == 200, body
+        where = srv.wait_for_line(r"in-memory")
+        os.killpg(srv.proc.pid, signal.SIGTERM)
+        srv.proc.wait(timeout=30)
+    path = where.split("temporary file ", 1)[1].split()[0].rstrip(",;.")
+    assert not os.path.exists(path), where

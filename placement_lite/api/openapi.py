@@ -24,8 +24,8 @@ from placement_lite.api.auth import READS, is_public
 from placement_lite.api.microversion import MAX_VERSION, VersionedTable
 from placement_lite.api.resources import explain, resource_providers
 from placement_lite.api.schemas import (
-    aggregates, allocation_candidates, allocations, inventories, lease, limits,
-    reservations, reshaper, resource_classes, traits)
+    aggregates, allocation_candidates, allocations, calendars, inventories, lease,
+    limits, reservations, reshaper, resource_classes, traits)
 from placement_lite.api.schemas import resource_providers as providers
 
 OVERLAY = Path(__file__).with_name("openapi.yaml")
@@ -88,6 +88,8 @@ QUERIES: dict[tuple[str, str], Any] = {
     ("/v3/endpoints", "get"): limits.ENDPOINTS_QUERY,
     ("/quota/lease-ledger", "get"): lease.LEDGER_QUERY,
     ("/reservations", "get"): reservations.LIST_QUERY,
+    ("/reservations/calendar/resource_providers/{uuid}", "get"): calendars.QUERY,
+    ("/reservations/calendar/projects/{project_id}", "get"): calendars.QUERY,
 }
 
 

@@ -223,6 +223,11 @@ for _action, _what in (("create", "Reserve room on providers for a window of tim
                                   "ended one from the records."),
                        ("end", "End an active reservation now.")):
     own_rule(f"placement:reservations:{_action}", _what, "rule:admin_api")
+# Reservations' calendars: the admin's, in every profile but open
+# (docs/reservations.md); a policy file may open a project's calendar to
+# its readers, the project being in the target (`%(project_id)s`).
+own_rule("placement:reservations:calendar", "Read the reservation calendar "
+         "of a resource provider or a project.", "rule:admin_api")
 # Explain answers with what the candidates query reads (every provider's
 # capacity, usage, traits and aggregates): whoever the candidates rule
 # admits, in every profile, and a policy file that changes that rule

@@ -138,6 +138,7 @@ class _TreeAnswer:
             kept, snapshot, viable.shape_key(self.search.plan), by_tree=True))
         self.given = 0  # candidates in the answer so far
         self.work = 0  # combination steps the answer's trees took
+        self.parts_used = 0  # of the last scan's, when the bound was met
         self.last: Optional[int] = None
         # Past this many candidates the answer is not made of parts.
         self.whole = whole_size(self.search.plan)
@@ -155,9 +156,10 @@ class _TreeAnswer:
             roots = judged.first()
             size = len(roots)
         else:
-            size = max(MIN_SPAN, (self.bound + self.bound // 4 if scanned is None
-                                  else scanned + scanned // 8))
-            roots = judged.first(size)
+            want = max(1, (self.bound + self.bound // 4 if scanned is None
+                           else scanned + scanned // 8))
+            roots = judged.first(max(MIN_SPAN, want))
+            size = _span(roots, members, want)
         if size >= len(roots):
             if roots is self.snap.roots:
                 # Every tree's usage is read: in one statement, by range.
@@ -179,7 +181,11 @@ class _TreeAnswer:
             while i < len(trees):
                 found, i = self._scan(trees, i)
                 if self._give(found, out):
-                    self.kept.note = at + i
+                    # The trees the answer needed, not those scanned: the
+                    # scan may pass trees a walk then found it need not
+                    # enter, and the next answer's first read is sized by
+                    # this.
+                    self.kept.note = at + i - len(found) + self.parts_used
                     return self._within_budget(out)
             at += len(trees)
         self.kept.note = at
@@ -297,7 +303,8 @@ class _TreeAnswer:
         return met
 
     def _add(self, found: list, out: list) -> bool:
-        for part in found:
+        for k, part in enumerate(found, 1):
+            self.parts_used = k
             if part is None:  # not walked: past a bound met
                 raise _NoParts
             self.work += part.steps
@@ -313,3 +320,18 @@ class _TreeAnswer:
                     self.last = len(part.candidates) - over
                 return True
         return False
+
+
+def _span(roots: list, members, want: int) -> int:
+    """How many of `roots` the first `used` read covers: the `want` trees
+    the answer is expected to need, and more while the providers read stay
+    within MIN_SPAN. The floor is one of providers, not trees: a tree of a
+    hundred devices read 32 at a time made a `limit=10` answer read the
+    usage of thousands of providers, which in a cloud where each carries
+    usage is what the answer cost."""
+    size = min(want, len(roots))
+    read = sum(len(members[root]) for root in roots[:size])
+    while size < len(roots) and read + len(members[roots[size]]) <= MIN_SPAN:
+        read += len(members[roots[size]])
+        size += 1
+    return size

@@ -297,12 +297,13 @@ def bound_of(req: CandidateRequest, max_candidates: int = 0,
 
 
 def over_viable_trees(search: Search, kept: Optional[KeptCache]) -> None:
-    """Over the copy of the facts without sharing providers, only the
-    trees the filters let through can give candidates (viable.py): the
-    search walks those alone. An observer (explain) hears every tree."""
+    """Over the copy of the facts, only the trees the filters let through
+    (with the sharing providers reaching them) can give candidates
+    (viable.py): the search walks those alone. An observer (explain)
+    hears every tree."""
     reader = search.reader
-    if (isinstance(reader, MemoryReader) and not reader.snap.sharing
-            and search.observer is QUIET and search.trees is None):
+    if (isinstance(reader, MemoryReader) and search.observer is QUIET
+            and search.trees is None):
         search.trees = viable.Viable(reader, kept_for(
             kept, reader.snap, viable.shape_key(search.plan), by_tree=True)).first()
 

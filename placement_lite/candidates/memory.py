@@ -370,7 +370,9 @@ class MemoryReader(FactsReader):
         ids = snap.sharing
         if not ids:
             return NO_SHARING
-        self.read_used(ids)
+        # Only the usage of those whose facts let them serve some slot
+        # matters: the others are left out below whatever they use.
+        self.read_used([rp for rp in ids if self._may_serve(rp)])
         draft = Draft()
         root = snap.root
         for part in chunks(ids):
@@ -388,6 +390,21 @@ class MemoryReader(FactsReader):
                 for member in snap.in_aggregate.get(agg, ()):
                     anchors.setdefault(root[member], set()).add(ss)
         return self._sharing_done(draft, by_key, eligible, anchors)
+
+    def _may_serve(self, rp: int) -> bool:
+        """The provider's facts let it serve some slot with nothing used
+        (its kept verdicts, worked out on a first ask)."""
+        rc_ids = self.plan.lookups.rc_ids
+        kinds = [self.verdicts("unnumbered")] + [
+            self.verdicts("numbered", suffixes[0], [
+                (rc_ids[name], amount) for name, amount in
+                sorted(self.plan.req.groups[suffixes[0]].resources.items())])
+            for suffixes in self.plan.alike_numbered]
+        for kept, build in kinds:
+            found = kept.get(rp, _UNKNOWN)
+            if (kept.settle(rp, build) if found is _UNKNOWN else found) is not None:
+                return True
+        return False
 
     def bounds(self) -> Optional[tuple]:
         return self.snap.bounds

@@ -80,7 +80,8 @@ def connection_lost(exc: BaseException) -> bool:
 
     Which driver errors are a lost connection is the SQLAlchemy dialect's
     call, whatever the backend: MySQL's client errors 2006, 2013, 2055 and
-    MariaDB's 1927 from PyMySQL or mysqlclient, psycopg's closed or broken
+    MariaDB's 1927 from PyMySQL or mysqlclient (and 1047 and 1053, which
+    _mark_node_gone adds), psycopg's closed or broken
     connection ("terminating connection due to administrator command",
     "server closed the connection unexpectedly"), pysqlite's closed
     database. SQLAlchemy marks such an error `connection_invalidated` and
@@ -159,6 +160,24 @@ _RETURNED_AT = "placement_lite.returned_at"
 _ENDED_CLEANLY = "placement_lite.ended_cleanly"
 
 
+# MySQL server errors after which the node cannot serve this connection,
+# though the socket is still open: Galera's 1047 (the node left the
+# cluster's primary component) and 1053 (the server is shutting down).
+# The transaction stored nothing, like one whose connection dropped, and
+# the connection must not go back to the pool: the next one may reach a
+# live node through a load balancer.
+_MYSQL_NODE_GONE_CODES = {1047, 1053}
+
+
+def _mark_node_gone(engine: Engine) -> None:
+    @event.listens_for(engine, "handle_error")
+    def _node_gone(ctx):
+        orig = ctx.original_exception
+        code = getattr(orig, "args", [None])[0] if orig is not None else None
+        if isinstance(code, int) and code in _MYSQL_NODE_GONE_CODES:
+            ctx.is_disconnect = True
+
+
 def watch_connections(engine: Engine, idle_ping_seconds: float) -> None:
     """Ping-if-idle at checkout, and skip the pool's rollback on return
     when the transaction was committed or rolled back by Database.
@@ -225,6 +244,8 @@ def make_engine(url: str, pool_size: int = 10,
         _sqlite_setup(engine)
     else:
         watch_connections(engine, idle_ping_seconds)
+        if backend == "mysql":
+            _mark_node_gone(engine)
     return engine
 
 

@@ -33,7 +33,7 @@ TREES_PER_PAGE = 20
 # explain form) appends itself here.
 NAV = [("Fleet", "/ui/"), ("Providers", "/ui/providers"),
        ("Projects and quota", "/ui/projects"), ("Consumers", "/ui/consumers"),
-       ("Explain", "/ui/explain")]
+       ("Reservations", "/ui/reservations"), ("Explain", "/ui/explain")]
 
 FLEET_RULES = ("placement:resource_providers:list",
                "placement:resource_providers:inventories:list",

@@ -1,4 +1,5 @@
-"""The console's route table: every page, the Explain page included.
+"""The console's route table: every page, the Explain and reservation
+pages included.
 
 Kept apart from pages.py so that explain_page.py, which builds on
 pages.Page, is imported by the table rather than by the module it extends
@@ -9,6 +10,8 @@ from placement_lite.ui.explain_page import ExplainPage
 from placement_lite.ui.pages import (
     ConsumerList, ConsumerPage, Fleet, Login, Logout, ProjectList, ProjectPage, ProviderList,
     ProviderPage, Static)
+from placement_lite.ui.reservation_pages import (
+    ProjectTimeline, ProviderTimeline, ReservationList)
 
 ROUTES = [
     ("/ui", Fleet),
@@ -24,4 +27,7 @@ ROUTES = [
     ("/ui/logout", Logout),
     ("/ui/static/{name}", Static),
     ("/ui/explain", ExplainPage),
+    ("/ui/reservations", ReservationList),
+    ("/ui/reservations/providers/{uuid}", ProviderTimeline),
+    ("/ui/reservations/projects/{project_id}", ProjectTimeline),
 ]
