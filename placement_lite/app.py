@@ -26,6 +26,7 @@ from placement_lite.api.resources import (
     resource_classes, resource_providers, root, traits, usages)
 from placement_lite.api.services import Services
 from placement_lite.candidates.facts_cache import FactsCache
+from placement_lite.api.resources import window_candidates
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database, from_settings
 from placement_lite.quota import enforce
@@ -104,6 +105,9 @@ ROUTES: tuple[Route, ...] = (
           own=True),
     # Why a candidates query answers what it does
     Route("/explain/allocation_candidates", explain.ExplainAllocationCandidates,
+          own=True),
+    # Where a candidates query fits throughout a window, beside reservations
+    Route("/reservations/allocation_candidates", window_candidates.WindowCandidates,
           own=True),
 )
 # Served only when metrics are enabled.

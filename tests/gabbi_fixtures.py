@@ -204,3 +204,46 @@ class ReservationCalendarFixture(APIFixture):
             reservation(conn, day + 86400, day + 2 * 86400,
                         {cn2["id"]: {"MEMORY_MB": 512}},
                         project=os.environ["PROJECT_ID"], uuid=os.environ["UUID3"])
+
+
+class ReservedWindowsFixture(APIFixture):
+    """For GET /reservations/allocation_candidates, written straight into
+    the tables on 2100-01-01 (UTC), far ahead of any clock:
+
+      cn1 (RP_UUID1, aggregate AGGA_UUID): VCPU 16
+      cn2 (RP_UUID2, aggregate AGGA_UUID): VCPU 8
+      ss  (SS_UUID, aggregate AGGA_UUID, MISC_SHARES_VIA_AGGREGATE): DISK_GB 1000
+
+      reservation 1: VCPU 8 on cn1, 09:00 to 17:00
+      reservation 2: VCPU 4 on cn1, 12:00 to 20:00 (so 12 from 12:00 to 17:00)
+      reservation 3: VCPU 8 on cn2, all of 2100-01-02
+      reservation 4: DISK_GB 900 on ss, 13:00 to 14:00
+    """
+
+    def prepare(self, db):
+        from placement_lite.ledger import (
+            aggregates, inventories, providers, resource_classes, traits)
+        from tests.reserved_rows import reservation
+
+        day = 4_102_444_800  # 2100-01-01T00:00:00Z
+        hour = 3600
+        made = {}
+        with db.write() as conn:
+            for name, env, inventory in (("cn1", "RP_UUID1", {"VCPU": 16}),
+                                         ("cn2", "RP_UUID2", {"VCPU": 8}),
+                                         ("ss", "SS_UUID", {"DISK_GB": 1000})):
+                rp = providers.create_provider(conn, name, os.environ[env])
+                inventories.replace_inventories(conn, rp, {
+                    rc: inventories.make(rc, {"total": total})
+                    for rc, total in inventory.items()}, generation=0)
+                aggregates.set_provider_aggregates(conn, rp, [os.environ["AGGA_UUID"]])
+                made[name] = rp.id
+            traits.set_provider_traits(
+                conn, providers.get_by_id(conn, made["ss"]),
+                ["MISC_SHARES_VIA_AGGREGATE"], None)
+            ids = resource_classes.ids_for(conn, ["VCPU", "DISK_GB"])
+            vcpu, disk = ids["VCPU"], ids["DISK_GB"]
+            reservation(conn, day + 9 * hour, day + 17 * hour, {(made["cn1"], vcpu): 8})
+            reservation(conn, day + 12 * hour, day + 20 * hour, {(made["cn1"], vcpu): 4})
+            reservation(conn, day + 24 * hour, day + 48 * hour, {(made["cn2"], vcpu): 8})
+            reservation(conn, day + 13 * hour, day + 14 * hour, {(made["ss"], disk): 900})

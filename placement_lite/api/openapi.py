@@ -80,6 +80,7 @@ QUERIES: dict[tuple[str, str], Any] = {
     ("/traits", "get"): traits.LIST_QUERY,
     ("/allocation_candidates", "get"): allocation_candidates.QUERY,
     ("/explain/allocation_candidates", "get"): explain.query_schema_at,
+    ("/reservations/allocation_candidates", "get"): allocation_candidates.WINDOW_QUERY,
     ("/usages", "get"): allocations.USAGES,
     ("/v3/registered_limits", "get"): limits.REGISTERED_LIMITS_QUERY,
     ("/v3/limits", "get"): limits.LIMITS_QUERY,

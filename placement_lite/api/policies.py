@@ -235,6 +235,11 @@ own_rule("placement:reservations:calendar", "Read the reservation calendar "
 _add(Spec("placement:explain:allocation_candidates",
           "rule:placement:allocation_candidates:list",
           "Explain an allocation candidates query.", PROJECT_SCOPE))
+# Candidates for a window read what every reservation holds: the admin's,
+# as the reservations' own rules are.
+own_rule("placement:reservations:candidates", "Find where a request for "
+         "resources fits throughout a window, beside reservations.",
+         "rule:admin_api")
 
 
 def rule_defaults(profile: str) -> list[policy.RuleDefault]:

@@ -200,6 +200,9 @@ ANY_TRAITS = _added(
 
 MIN_VERSION = VERSIONS[0].since
 MAX_VERSION = VERSIONS[-1].since
+# Our GET /reservations/allocation_candidates takes no microversion: it
+# reads the candidates language, and answers in the shape, of this one.
+WINDOW_CANDIDATES = ANY_TRAITS.since
 
 
 def markdown() -> str:

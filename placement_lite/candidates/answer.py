@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import by_tree, engine, flow, summaries
 from placement_lite.candidates.kept import KeptCache
+from placement_lite.candidates.overlay import Overlay
 from placement_lite.candidates.query import CandidateRequest
 from placement_lite.candidates.snapshot import Snapshot
 
@@ -38,7 +39,7 @@ class Shown:
 def answer(conn: Connection, req: CandidateRequest, shown: Shown = Shown(),
            max_candidates: int = 0, randomize: bool = False,
            snapshot: Optional[Snapshot] = None,
-           kept: Optional[KeptCache] = None
+           kept: Optional[KeptCache] = None, overlay: Optional[Overlay] = None
            ) -> Union[by_tree.Parts, engine.Result, flow.Flow]:
     """The candidates for a parsed request and what their summaries show,
     bounded by `limit` and max_candidates (<= 0: unbounded), a random
@@ -46,13 +47,16 @@ def answer(conn: Connection, req: CandidateRequest, shown: Shown = Shown(),
     read in `conn`'s transaction (None: everything from SQL); `kept`:
     what the process keeps derived from its copies. An answer of more
     than engine.whole_size candidates comes as a flow.Flow, to be read
-    while `conn`'s transaction lasts, then finished."""
+    while `conn`'s transaction lasts, then finished. `overlay`: extra
+    `used` per (provider, class) for this request alone (overlay.py)."""
     if snapshot is not None and shown.by_tree and not (randomize and req.limit):
         parts = by_tree.tree_parts(
-            conn, req, snapshot, engine.bound_of(req, max_candidates, randomize), kept)
+            conn, req, snapshot, engine.bound_of(req, max_candidates, randomize), kept,
+            overlay)
         if parts is not None:
             return parts
-    result = flow.search(conn, req, max_candidates, randomize, snapshot, kept, shown)
+    result = flow.search(conn, req, max_candidates, randomize, snapshot, kept, shown,
+                         overlay)
     if isinstance(result, flow.Flow):
         return result
     if result.snapshot is not None:
@@ -60,5 +64,5 @@ def answer(conn: Connection, req: CandidateRequest, shown: Shown = Shown(),
     else:
         result.summaries = summaries.summarize(
             conn, result, req.nested_aware, shown.classes,
-            with_traits=shown.traits, with_tree=shown.tree)
+            with_traits=shown.traits, with_tree=shown.tree, overlay=overlay)
     return result

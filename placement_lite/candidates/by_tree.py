@@ -22,6 +22,7 @@ from placement_lite.candidates import combiner
 from placement_lite.candidates.engine import (
     MAX_RUN, MIN_SPAN, Observer, Search, resolve, whole_size)
 from placement_lite.candidates.kept import KeptCache, kept_for
+from placement_lite.candidates.overlay import Overlay
 from placement_lite.candidates.plan import Lookups
 from placement_lite.candidates.query import CandidateRequest
 from placement_lite.candidates.snapshot import Snapshot
@@ -86,7 +87,8 @@ class _Steps(Observer):
 
 def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
                bound: Optional[int] = None,
-               kept: Optional[KeptCache] = None) -> Optional[Parts]:
+               kept: Optional[KeptCache] = None,
+               overlay: Optional[Overlay] = None) -> Optional[Parts]:
     """The answer over the copy as each tree's part of it (trees without
     candidates left out), up to `bound` candidates (None: all).
 
@@ -98,6 +100,12 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     given, not of the tree), or when the answer has more candidates than
     engine.whole_size (it is not held, nor kept: the caller's search
     gives it as it is found).
+
+    `overlay`: extra `used` for this request (overlay.py). A part is
+    given again only for the same usage, extra included, so parts made
+    with one are right for any request; they are kept apart from plain
+    requests' all the same, so that asking for windows does not push out
+    the parts plain requests reuse.
     """
     if snapshot.sharing or len(snapshot.roots) > TREES_KEPT:
         return None
@@ -105,7 +113,7 @@ def tree_parts(conn: Connection, req: CandidateRequest, snapshot: Snapshot,
     if lookups is None:
         return Parts([], None, {}, snapshot)
     try:
-        return _TreeAnswer(conn, req, lookups, snapshot, bound, kept).parts()
+        return _TreeAnswer(conn, req, lookups, snapshot, bound, kept, overlay).parts()
     except _NoParts:
         return None
 
@@ -114,25 +122,27 @@ class _NoParts(Exception):
     """This answer cannot be made of kept parts (tree_parts returns None)."""
 
 
-def _answer_shape(req: CandidateRequest, plan) -> tuple:
-    """Everything a tree's part depends on besides its facts and usage."""
+def _answer_shape(req: CandidateRequest, plan, overlaid: bool) -> tuple:
+    """Everything a tree's part depends on besides its facts and usage,
+    and whether its requests have an overlay."""
     return ("answer by tree", plan.walk_shape, frozenset(req.root_required),
-            frozenset(req.root_forbidden), req.nested_aware)
+            frozenset(req.root_forbidden), req.nested_aware, overlaid)
 
 
 class _TreeAnswer:
     """One request's answer made of the parts kept by tree (tree_parts)."""
 
     def __init__(self, conn: Connection, req: CandidateRequest, lookups: Lookups,
-                 snapshot: Snapshot, bound: Optional[int], kept: Optional[KeptCache]):
+                 snapshot: Snapshot, bound: Optional[int], kept: Optional[KeptCache],
+                 overlay: Optional[Overlay] = None):
         self.req, self.snap, self.bound = req, snapshot, bound
         self.budget = combiner.Budget()
         self.steps = _Steps(self.budget)
         self.search = Search(conn, req, lookups, None, self.steps, self.budget, snapshot,
-                             kept=kept)
+                             kept=kept, overlay=overlay)
         self.reader = self.search.reader
-        self.kept = kept_for(kept, snapshot, _answer_shape(req, self.search.plan),
-                             by_tree=True)
+        self.kept = kept_for(kept, snapshot, _answer_shape(
+            req, self.search.plan, overlay is not None), by_tree=True)
         self.usage_keys = kept_for(kept, snapshot, ("usage keys",), by_tree=True)
         self.viable = viable.Viable(self.reader, kept_for(
             kept, snapshot, viable.shape_key(self.search.plan), by_tree=True))

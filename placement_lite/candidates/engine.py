@@ -29,6 +29,7 @@ from placement_lite.candidates import combiner, filters, viable
 from placement_lite.candidates.facts import Sharing, Slice
 from placement_lite.candidates.kept import KeptCache, kept_for
 from placement_lite.candidates.memory import MemoryReader
+from placement_lite.candidates.overlay import Overlay
 from placement_lite.candidates.plan import Candidate, Layout, Lookups, Plan
 from placement_lite.candidates.reader import Reader
 from placement_lite.candidates.query import CandidateRequest
@@ -63,15 +64,18 @@ class Search:
                  bound: Optional[int] = None, observer: Observer = QUIET,
                  budget: Optional[combiner.Budget] = None,
                  snapshot: Optional[Snapshot] = None,
-                 trees: Optional[list] = None, kept: Optional[KeptCache] = None):
+                 trees: Optional[list] = None, kept: Optional[KeptCache] = None,
+                 overlay: Optional[Overlay] = None):
         """`trees`: with `snapshot`, walk only these trees (their roots'
         ids, ascending) rather than every one. `kept`: where the process
-        keeps what it derives from `snapshot` per request shape."""
+        keeps what it derives from `snapshot` per request shape.
+        `overlay`: extra `used` for this request alone (overlay.py)."""
         self.plan = Plan(req, lookups)
+        self.overlay = overlay
         # With the process's copy of the facts, only `used` is read; the
         # SQL reader asks the database everything.
-        self.reader = (Reader(conn, self.plan) if snapshot is None
-                       else MemoryReader(conn, self.plan, snapshot, kept))
+        self.reader = (Reader(conn, self.plan, overlay) if snapshot is None
+                       else MemoryReader(conn, self.plan, snapshot, kept, overlay))
         # Over the copy of the facts, the trees' walks are remembered
         # per request shape while the copy lasts: a tree whose usage did
         # not change since is not walked again (combiner._walk).

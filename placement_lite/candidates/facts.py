@@ -6,6 +6,7 @@ orchestrator and explain only read it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
@@ -15,6 +16,17 @@ class Room(NamedTuple):
     capacity: int  # (total - reserved) * allocation_ratio
     used: int
     max_unit: int
+
+
+def most_used(cap, amount: int):
+    """The most `used` may be for `amount` more to fit in capacity `cap`
+    (None: the unit limits refuse the amount; -1 then, as `used` is never
+    negative). The same test as `used + amount <= cap`, Inventory.fits's:
+    capacity is a float, so the bound is taken in integers, where
+    subtracting from a float beyond 2**53 could round."""
+    if cap is None:
+        return -1
+    return math.floor(cap) - amount if math.isfinite(cap) else cap
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from placement_lite.candidates import engine, summaries
 from placement_lite.candidates.kept import KeptCache
 from placement_lite.candidates.memory import MemoryReader
+from placement_lite.candidates.overlay import Overlay
 from placement_lite.candidates.plan import Candidate
 from placement_lite.candidates.query import CandidateRequest
 from placement_lite.candidates.snapshot import Snapshot
@@ -91,22 +92,24 @@ class Flow:
         self.summaries = summaries.summarize(
             self.conn, self, whole_trees, show.classes if show else None,
             with_traits=show.traits if show else True,
-            with_tree=show.tree if show else True)
+            with_tree=show.tree if show else True, overlay=self.search.overlay)
 
 
 def search(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
            randomize: bool = False, snapshot: Optional[Snapshot] = None,
-           kept: Optional[KeptCache] = None, shown=None) -> Union[engine.Result, Flow]:
+           kept: Optional[KeptCache] = None, shown=None,
+           overlay: Optional[Overlay] = None) -> Union[engine.Result, Flow]:
     """engine.find's answer, as an engine.Result while it has no more than
     engine.whole_size candidates, else as a Flow (to be read while
     `conn`'s transaction lasts; `shown`: what its summaries show, an
     answer.Shown). A random sample (randomize with `limit`) holds its
-    `limit` candidates, not more."""
+    `limit` candidates, not more. `overlay`: extra `used` (overlay.py)."""
     lookups = engine.resolve(conn, req, snapshot)
     if lookups is None:
         return engine.Result([], {}, {})
     bound = engine.bound_of(req, max_candidates, randomize)
-    walk = engine.Search(conn, req, lookups, bound, snapshot=snapshot, kept=kept)
+    walk = engine.Search(conn, req, lookups, bound, snapshot=snapshot, kept=kept,
+                         overlay=overlay)
     engine.over_viable_trees(walk, kept)
     whole = engine.whole_size(walk.plan)
     rest = walk.candidates()

@@ -12,7 +12,6 @@ answers.
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable, NamedTuple, Optional
 
 from sqlalchemy import bindparam, select
@@ -20,8 +19,10 @@ from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import steps
 from placement_lite.candidates.facts import NO_SHARING, Room, Sharing
+from placement_lite.candidates.facts import most_used as _most_used
 from placement_lite.candidates.filters import known_ids
 from placement_lite.candidates.kept import KeptCache, kept_for
+from placement_lite.candidates.overlay import Overlay
 from placement_lite.candidates.plan import Plan
 from placement_lite.candidates.reader import Draft, FactsReader, chunks, selecting
 from placement_lite.candidates.snapshot import Snapshot
@@ -39,17 +40,6 @@ _USED_LISTED = _USED.where(
     _INV.c.resource_provider_id.in_(bindparam("ids", expanding=True)),
     _INV.c.used != 0)
 _UNKNOWN = object()
-
-
-def _most_used(cap, amount: int):
-    """The most `used` may be for `amount` more to fit in capacity `cap`
-    (None: the unit limits refuse the amount; -1 then, as `used` is never
-    negative). The same test as `used + amount <= cap`, Inventory.fits's:
-    capacity is a float, so the bound is taken in integers, where
-    subtracting from a float beyond 2**53 could round."""
-    if cap is None:
-        return -1
-    return math.floor(cap) - amount if math.isfinite(cap) else cap
 
 
 def _limits(rp: int, checks) -> tuple:
@@ -88,10 +78,13 @@ class UnnumberedFacts(NamedTuple):
 
 class MemoryReader(FactsReader):
     def __init__(self, conn: Connection, plan: Plan, snapshot: Snapshot,
-                 kept: Optional[KeptCache] = None):
+                 kept: Optional[KeptCache] = None, overlay: Optional[Overlay] = None):
         """`kept`: where the process keeps what each request shape's
-        filters decide of each provider (None: this request alone)."""
+        filters decide of each provider (None: this request alone).
+        `overlay`: extra `used` for this request (overlay.py), added to
+        every `used` read, so all that reads `used` sees it."""
         self.conn = conn
+        self.overlay = overlay
         self.plan = plan
         self.snap = snapshot
         self.kept = kept
@@ -118,9 +111,20 @@ class MemoryReader(FactsReader):
             return
         self.used_read.update(ids)
         used = self.used
+        overlay = self.overlay
+        if overlay is not None:
+            asked = set(ids)
         for stmt, params in selecting((_USED_RANGE, _USED_LISTED), ids):
             # Thousands of rows per full answer: as the driver's tuples.
-            used.update({(rp, rc): n for rp, rc, n in driver_rows(self.conn, stmt, params)})
+            rows = driver_rows(self.conn, stmt, params)
+            if overlay is None:
+                used.update({(rp, rc): n for rp, rc, n in rows})
+            else:
+                # A range may also give providers read before, whose
+                # `used` holds their extra already: those rows are left.
+                used.update({(rp, rc): n for rp, rc, n in rows if rp in asked})
+        if overlay is not None:
+            overlay.add(used, asked)
 
     def read_all_used(self) -> None:
         """Read `used` for every provider's inventory, in one statement:
@@ -133,8 +137,11 @@ class MemoryReader(FactsReader):
             # looked up: harmless.
             rows = driver_rows(self.conn, _USED_RANGE, {"lo": found[0], "hi": found[1]})
             read = self.used_read
-            self.used.update({(rp, rc): n for rp, rc, n in rows if rp not in read}
-                             if read else {(rp, rc): n for rp, rc, n in rows})
+            fresh = ({(rp, rc): n for rp, rc, n in rows if rp not in read}
+                     if read else {(rp, rc): n for rp, rc, n in rows})
+            if self.overlay is not None:
+                self.overlay.add(fresh, skip=read)
+            self.used.update(fresh)
         self.all_read = True
 
     # -- the filters ----------------------------------------------------------

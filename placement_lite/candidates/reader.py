@@ -17,7 +17,8 @@ from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import filters, statements, steps
 from placement_lite.candidates.facts import (
-    NO_SHARING, Facts, Room, Sharing, Slice)
+    NO_SHARING, Facts, Room, Sharing, Slice, most_used)
+from placement_lite.candidates.overlay import Overlay
 from placement_lite.candidates.plan import Plan
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
@@ -35,6 +36,12 @@ _SHARING_PROVIDERS = (
         t.traits, t.traits.c.id == t.resource_provider_traits.c.trait_id))
     .where(t.traits.c.name == filters.SHARING_TRAIT))
 _SLICE = RP.c.root_provider_id.between(bindparam("slice_lo"), bindparam("slice_hi"))
+_INV = t.inventories
+# The inventory of the providers an overlay names, to check them again.
+_ROOMS = select(_INV.c.resource_provider_id, _INV.c.resource_class_id, _INV.c.total,
+                _INV.c.reserved, _INV.c.allocation_ratio, _INV.c.used)
+_ROOMS_BY = (_ROOMS.where(_INV.c.resource_provider_id.between(bindparam("lo"), bindparam("hi"))),
+             _ROOMS.where(_INV.c.resource_provider_id.in_(bindparam("ids", expanding=True))))
 
 
 def chunks(seq, size=IN_CHUNK):
@@ -152,10 +159,18 @@ class FactsReader:
 
 
 class Reader(FactsReader):
-    def __init__(self, conn: Connection, plan: Plan):
+    def __init__(self, conn: Connection, plan: Plan, overlay: Optional[Overlay] = None):
+        """`overlay`: extra `used` for this request (overlay.py): the
+        statements choose by what is allocated, then the providers the
+        overlay names are checked again with it."""
         self.conn = conn
         self.plan = plan
         self.has_sharing = False
+        self.overlay = overlay
+        # (provider, class) -> (capacity, used) of the providers the
+        # overlay names, read as slices meet them.
+        self._rooms: dict = {}
+        self._rooms_read: set = set()
 
     # -- the statement cache -----------------------------------------------
 
@@ -199,7 +214,10 @@ class Reader(FactsReader):
                          for i, (rc, _a) in enumerate(plan.wanted)]
             trait_cols = [col[f"trait_{i}"] for i in range(len(g.required))]
             i_ok, i_bad = col.get("agg_ok"), col.get("agg_bad")
-            for row in result.all():
+            rows = result.all()
+            if self.overlay is not None:
+                rows = self._overlaid_unnumbered(rows, col, flag_cols, in_trees)
+            for row in rows:
                 rp, root = row[i_id], row[i_root]
                 draft.provider(rp, root, row[i_uuid], row[i_parent])
                 if row[i_alone]:
@@ -227,6 +245,8 @@ class Reader(FactsReader):
             i_id, i_root, i_uuid, i_parent = (
                 col["id"], col["root_id"], col["uuid"], col["parent_id"])
             rows = result.all()
+            if self.overlay is not None:
+                rows = self._overlaid_numbered(rows, i_id, suffixes[0])
             if not rows and in_trees and suffixes[0] not in sharing.by_key:
                 return False
             for row in rows:
@@ -245,7 +265,74 @@ class Reader(FactsReader):
             draft.inventory[(row.id, row.rc)] = Room(
                 int(capacity.capacity_from(row.total, row.reserved,
                                            row.allocation_ratio)),
-                int(row.used or 0), row.max_unit)
+                int(row.used or 0) + (self.overlay.get((row.id, row.rc))
+                                      if self.overlay is not None else 0),
+                row.max_unit)
+
+    # -- an overlay's extra `used` ---------------------------------------------
+
+    def _read_rooms(self, ids: Iterable[int]) -> None:
+        ids = sorted(set(ids) - self._rooms_read)
+        if not ids:
+            return
+        self._rooms_read.update(ids)
+        rooms = self._rooms
+        for stmt, params in selecting(_ROOMS_BY, ids):
+            for rp, rc, total, reserved, ratio, used in self.conn.execute(stmt, params):
+                rooms[(rp, rc)] = (capacity.capacity_from(total, reserved, ratio),
+                                   int(used or 0))
+
+    def _fits(self, rp: int, rc: int, amount: int) -> bool:
+        """`amount` more of `rc` fits on `rp` beside what is allocated and
+        the overlay's extra (the statements checked it without)."""
+        extra = self.overlay.get((rp, rc))
+        if not extra:
+            return True
+        room = self._rooms.get((rp, rc))
+        return room is not None and room[1] + extra <= most_used(room[0], amount)
+
+    def _overlaid_unnumbered(self, rows, col: dict, flag_cols: list, in_trees: bool):
+        """The unnumbered group's rows with each class the overlay leaves
+        no room for unflagged, as unnumbered_select would have had them:
+        a provider left with no class goes, and so does one alone in its
+        tree that no longer gives every class where no sharing provider
+        can help."""
+        named = self.overlay.by_provider
+        i_id, i_alone = col["id"], col["alone"]
+        hit = [row[i_id] for row in rows if row[i_id] in named]
+        if not hit:
+            return rows
+        self._read_rooms(hit)
+        need_all = in_trees and not self.has_sharing
+        fits, wanted = self._fits, self.plan.wanted
+        out = []
+        for row in rows:
+            rp = row[i_id]
+            if rp in named:
+                row = list(row)
+                for (pos, _key), (rc, amount) in zip(flag_cols, wanted):
+                    if row[pos] and not fits(rp, rc, amount):
+                        row[pos] = 0
+                flags = [row[pos] for pos, _key in flag_cols]
+                if not any(flags) or (need_all and row[i_alone] and not all(flags)):
+                    continue
+            out.append(row)
+        return out
+
+    def _overlaid_numbered(self, rows, i_id: int, suffix: str) -> list:
+        """A numbered group's rows less the providers the overlay leaves
+        without room for one of its amounts."""
+        named = self.overlay.by_provider
+        hit = [row[i_id] for row in rows if row[i_id] in named]
+        if not hit:
+            return rows
+        self._read_rooms(hit)
+        rc_ids = self.plan.lookups.rc_ids
+        wanted = [(rc_ids[name], amount)
+                  for name, amount in self.plan.req.groups[suffix].resources.items()]
+        fits = self._fits
+        return [row for row in rows if row[i_id] not in named
+                or all(fits(row[i_id], rc, amount) for rc, amount in wanted)]
 
     def _read_roots(self, lo: int, hi: int, draft: Draft) -> None:
         """Anchor facts: root_required, and the unnumbered group's forbidden

@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates.engine import Result
+from placement_lite.candidates.overlay import Overlay
 from placement_lite.candidates.reader import selecting
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
@@ -50,7 +51,8 @@ def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
         # In the order of the (provider, class) index, so the database
         # sorts nothing and each provider's rows come by class id.
         query = (select(inv.c.resource_provider_id, rc.c.name, inv.c.total,
-                        inv.c.reserved, inv.c.allocation_ratio, inv.c.used)
+                        inv.c.reserved, inv.c.allocation_ratio, inv.c.used,
+                        inv.c.resource_class_id)
                  .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id))
                  .order_by(inv.c.resource_provider_id, inv.c.resource_class_id))
         column = inv.c.resource_provider_id
@@ -68,13 +70,15 @@ def _statements(kind: str, by_root: bool, classes: Optional[tuple] = None):
 
 def summarize(conn: Connection, result: Union[Result, "Flow"], whole_trees: bool,
               classes: Optional[set] = None, with_traits: bool = True,
-              with_tree: bool = True) -> list:
+              with_tree: bool = True, overlay: Optional[Overlay] = None) -> list:
     """The summaries of the providers the candidates allocate from (or of
     their whole trees), ordered by provider id.
 
     `classes` (names) limits the resources shown; None shows every class.
     `result`: an engine.Result, or a flow.Flow whose candidates are done.
+    `overlay`: extra `used` (overlay.py), shown in `used`.
     """
+    extra = overlay.extra if overlay is not None else {}
     used = result.allocating()
     if not used:
         return []
@@ -106,13 +110,13 @@ def summarize(conn: Connection, result: Union[Result, "Flow"], whole_trees: bool
     statements = _statements("inventory", False,
                              None if classes is None else tuple(sorted(classes)))
     for stmt, params in selecting(statements, rows):
-        for pid, name, total, reserved, ratio, usage in conn.execute(
+        for pid, name, total, reserved, ratio, usage, rc in conn.execute(
                 stmt, params).all():
             found = resources.get(pid)
             if found is not None:
                 found.append((name, int(capacity.capacity_from(
                                   total, reserved, ratio)),
-                              int(usage or 0)))
+                              int(usage or 0) + extra.get((pid, rc), 0)))
 
     traits: dict = {}
     if with_traits:

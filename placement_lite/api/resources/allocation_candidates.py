@@ -53,7 +53,13 @@ class AllocationCandidates:
     @versioned(ALLOCATION_CANDIDATES)
     def on_get(self, req, resp):
         version = req.context.microversion
-        wanted = _wanted(req.query_string, version)
+        self.respond(req, resp, _wanted(req.query_string, version), version)
+
+    def respond(self, req, resp, wanted, version, overlay_of=None) -> None:
+        """Answer the parsed request `wanted` in the shape of `version`.
+        `overlay_of(conn)`: the extra `used` for this request
+        (candidates/overlay.py), read in the answer's transaction (None:
+        none)."""
         fmt = text.Format(
             dict_allocations=version.has(DICT_ALLOCATIONS), mappings=version.has(MAPPINGS),
             classes=None if version.has(ALL_RESOURCES_IN_SUMMARIES)
@@ -68,7 +74,8 @@ class AllocationCandidates:
                 conn, wanted,
                 answer.Shown(fmt.classes, fmt.traits, fmt.tree, by_tree=fmt.dict_allocations),
                 settings.max_allocation_candidates, settings.randomize_allocation_candidates,
-                snapshot, self.services.facts.kept if snapshot is not None else None)
+                snapshot, self.services.facts.kept if snapshot is not None else None,
+                overlay_of(conn) if overlay_of is not None else None)
             if isinstance(found, Flow):
                 # Read on as the answer is written: the transaction ends
                 # with the stream.

@@ -66,3 +66,11 @@ QUERY = VersionedTable([
     (v.GRANULAR, _GRANULAR), (v.CANDIDATE_IN_TREE, _IN_TREE),
     (v.STRING_SUFFIXES, _STRING_SUFFIXES), (v.ROOT_REQUIRED, _ROOT_REQUIRED),
     (v.SAME_SUBTREE, _SAME_SUBTREE)])
+
+# GET /reservations/allocation_candidates: the language of its version,
+# and the window, each instant given once (api/times.py reads them).
+_INSTANT = {"type": "array", "minItems": 1, "maxItems": 1,
+            "items": {"type": "string", "maxLength": 64}}
+WINDOW_QUERY = copy.deepcopy(QUERY.at(v.WINDOW_CANDIDATES))
+WINDOW_QUERY["properties"].update(start=_INSTANT, end=_INSTANT)
+WINDOW_QUERY["required"] = sorted(set(WINDOW_QUERY.get("required", ())) | {"start", "end"})

@@ -1,0 +1,75 @@
+"""Room taken besides allocations, for one request: extra `used` per
+(provider, class).
+
+Asked for room throughout a window, a provider's free room for a class
+is its capacity less what is allocated less the most that reservations
+hold there at any instant of the window. That last term is an Overlay,
+made once per request and read wherever a reader reads `used`:
+
+- the reader over the process's copy of the facts (memory.py) adds it to
+  the `used` it reads, so its filters, the combiner, the trees' kept
+  parts (keyed by the usage they were made from) and the summaries all
+  see allocated plus extra;
+- the SQL reader (reader.py) lets its statements, which know only
+  what is allocated, choose as always, then checks again, against
+  allocated plus extra, the few providers the overlay names (an extra
+  only ever takes room away), and adds the extra to the rooms the
+  combiner merges; summaries.py shows it in `used`.
+
+The request language and every filter are untouched. An Overlay belongs
+to its request: nothing keeps it, and it is never written into the copy
+of the facts or anything derived from it that other requests read.
+"""
+from __future__ import annotations
+
+from typing import Container, Iterable, Mapping, Optional
+
+from sqlalchemy.engine import Connection
+
+from placement_lite.ledger import reserved
+
+
+class Overlay:
+    """(provider id, class id) -> extra `used`; never changed once made."""
+
+    __slots__ = ("extra", "by_provider")
+
+    def __init__(self, extra: Mapping[tuple, int]):
+        self.extra = {key: n for key, n in extra.items() if n}
+        by_provider: dict = {}
+        for (rp, rc), n in self.extra.items():
+            by_provider.setdefault(rp, []).append((rc, n))
+        # provider id -> ((class id, extra), ...)
+        self.by_provider = {rp: tuple(rows) for rp, rows in by_provider.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self.extra)
+
+    def get(self, key: tuple, default: int = 0) -> int:
+        return self.extra.get(key, default)
+
+    def add(self, used: dict, ids: Optional[Iterable[int]] = None,
+            skip: Container = frozenset()) -> None:
+        """Add the extra of providers `ids` (None: every provider named,
+        but those in `skip`) into `used` ((provider, class) -> used,
+        absent meaning 0)."""
+        by_provider = self.by_provider
+        if ids is None:
+            rps = [rp for rp in by_provider if rp not in skip]
+        else:
+            ids = ids if isinstance(ids, (set, frozenset)) else set(ids)
+            rps = ([rp for rp in by_provider if rp in ids]
+                   if len(ids) > len(by_provider) else [rp for rp in ids if rp in by_provider])
+        get = used.get
+        for rp in rps:
+            for rc, n in by_provider[rp]:
+                key = (rp, rc)
+                used[key] = get(key, 0) + n
+
+
+def window(conn: Connection, start: int, end: int) -> Optional[Overlay]:
+    """The overlay of what reservations hold over [start, end), or None
+    where they hold nothing there (the request is then a plain one, and
+    shares everything plain ones keep)."""
+    found = Overlay(reserved.peaks(conn, start, end))
+    return found if found else None
