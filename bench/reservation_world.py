@@ -140,22 +140,27 @@ def violations(conn) -> list[dict]:
     return bad
 
 
-def free_over(conn, start: int, end: int, provider_ids=None) -> dict[tuple[int, int], float]:
+def free_over(conn, start: int, end: int, provider_ids=None,
+              reservations: bool = True) -> dict[tuple[int, int], float]:
     """(provider id, class id) -> capacity - allocated - the most
     reserved at any instant of [start, end), for every inventory (or
-    those of `provider_ids`)."""
+    those of `provider_ids`); without `reservations`, as if none held
+    anything."""
     ra = _tables().reservation_amounts
     where = () if provider_ids is None else (
         ra.c.resource_provider_id.in_(sorted(provider_ids)),)
     caps, used = capacities(conn, provider_ids), allocated(conn, provider_ids)
-    peaks = {key: peak(w, start, end) for key, w in _live(conn, start, end, where)}
+    peaks = {key: peak(w, start, end) for key, w in _live(conn, start, end, where)
+             } if reservations else {}
     return {key: cap - used.get(key, 0) - peaks.get(key, 0) for key, cap in caps.items()}
 
 
-def fitting(conn, start: int, end: int, wanted: dict[str, int]) -> set[str]:
+def fitting(conn, start: int, end: int, wanted: dict[str, int],
+            reservations: bool = True) -> set[str]:
     """The uuids of the providers where each of `wanted` (class -> amount)
     fits throughout [start, end), within the inventory's unit limits: a
-    window candidates answer of single providers, counted by brute force."""
+    window candidates answer of single providers, counted by brute force
+    (without `reservations`: beside the allocations alone)."""
     t = _tables()
     ids = dict(conn.execute(select(t.resource_classes.c.name, t.resource_classes.c.id)
                             .where(t.resource_classes.c.name.in_(wanted))).all())
@@ -163,7 +168,7 @@ def fitting(conn, start: int, end: int, wanted: dict[str, int]) -> set[str]:
         select(t.inventories.c.resource_provider_id, t.inventories.c.resource_class_id,
                t.inventories.c.min_unit, t.inventories.c.max_unit,
                t.inventories.c.step_size))}
-    free = free_over(conn, start, end)
+    free = free_over(conn, start, end, reservations=reservations)
     ok: dict[int, int] = defaultdict(int)
     for (rp, rc), room in free.items():
         for name, amount in wanted.items():

@@ -199,7 +199,8 @@ def candidates(side, runs: int, rnd: int) -> dict:
     out = matrix.latency(side, path, runs, expect)
     expect.settle()
     side.checked += expect.checked
-    side.fitting = len(expect.reference.fits)
+    side.fitting = (len(expect.reference.fits),
+                    len(side.rows.fitting(start, end, WANTED, False)))
     return out
 
 
@@ -349,9 +350,11 @@ def _measure(args, base, side, rows, notes) -> None:
             verdict = _verdict(rows[name], TARGETS[target], target == "claim")
             rows[f"{name}, {verdict}"] = rows.pop(name)
     if hasattr(side, "fitting"):
+        fit, alone = side.fitting
         notes.append(f"{label}: window candidates: {side.checked} answers checked, "
-                     f"each {min(1000, side.fitting)} of the {side.fitting} providers "
-                     f"with room for {WANTED} (brute force, from the rows)")
+                     f"each {min(1000, fit)} of the {fit} providers with room for "
+                     f"{WANTED} throughout the window ({alone} beside the allocations "
+                     "alone), by brute force from the rows; each one of them")
     name = f"{label}: race, 20 reserving + 20 claiming one window's last room"
     _rounds(rows, name, [side], lambda s, r: race(s, r), args.rounds)
     notes.append(f"{label}: race: granted per round {rows[name]['new']['granted']} "

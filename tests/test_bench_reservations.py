@@ -70,6 +70,7 @@ def test_the_loaded_reservations_fit_and_the_check_sees_one_that_does_not(tmp_pa
             select(t.resource_providers.c.id)
             .where(t.resource_providers.c.uuid == first))]
         assert first not in world.fitting(conn, start, end, {"VCPU": 1})
+        assert first in world.fitting(conn, start, end, {"VCPU": 1}, reservations=False)
         assert world.uid("node-1") in world.fitting(conn, start, end, {"VCPU": 1})
         allocated, reserved, capacity = world.held_on(conn, first)
         assert reserved >= capacity and allocated > 0
