@@ -40,7 +40,7 @@ import time
 import uuid as uuidlib
 from urllib.parse import urlencode
 
-from bench import complete, full, matrix, runner
+from bench import complete, full, matrix, runner, serving
 from bench import reservation_world as world
 from bench.client import Client
 from bench.worlds import cloud_shape
@@ -345,7 +345,9 @@ def _measure(args, base, side, rows, notes) -> None:
                      f"{status} ({_detail(raw)}): this tree does not serve it yet.")
     for title, work, sides, target in steps:
         name = f"{label}: {title}"
-        _rounds(rows, name, sides, lambda s, r, work=work: work(s, runs, r), rnds)
+        # The claim's ratio is a target, and claims are cheap: more rounds.
+        _rounds(rows, name, sides, lambda s, r, work=work: work(s, runs, r),
+                args.claim_rounds if target == "claim" else rnds)
         if target:
             verdict = _verdict(rows[name], TARGETS[target], target == "claim")
             rows[f"{name}, {verdict}"] = rows.pop(name)
@@ -382,10 +384,11 @@ def run(args) -> dict:
     try:
         if args.compare:
             tree = matrix.checkout(workdir, "base", args.compare, worktrees)
-            base = _side("base", tree, args, workdir, port)
+            base = _side("base", tree, args, workdir, port or serving.free_port())
         for count in [int(x) for x in args.counts.split(",")]:
-            port += 1
-            side = _side("new", matrix.REPO, args, workdir, port, count)
+            port += 1 if port else 0
+            side = _side("new", matrix.REPO, args, workdir, port or serving.free_port(),
+                         count)
             try:
                 _measure(args, base, side, rows, notes)
                 checked += side.checked
@@ -430,10 +433,13 @@ def add_parser(sub):
                    "default: the parent of the first reservations commit)")
     p.add_argument("--runs", type=int, default=40, help="requests per latency figure")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--claim-rounds", type=int, default=6,
+                   help="alternating rounds of the claim against --compare")
     p.add_argument("--through-api", type=int, default=500,
                    help="reservations made through the API before the timed runs")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--port", type=int, default=19700)
+    p.add_argument("--port", type=int, default=0,
+                   help="the first server's port, the next one's +1 (0: free ports)")
     p.add_argument("--workdir", default=None)
     p.add_argument("--json", action="store_true")
     return p
