@@ -105,10 +105,6 @@ def _reservation(side, rng: random.Random, kind: str) -> dict:
             "allocations": {_node(side, kind): {"resources": dict(SMALL)}}}
 
 
-def _detail(raw: bytes) -> str:
-    return full._detail(raw)
-
-
 def timed(side, requests, status: int) -> dict:
     """Each (method, path, body) in turn from one client: wall ms, server
     CPU ms and statements per request; every answer must be `status`."""
@@ -119,7 +115,7 @@ def timed(side, requests, status: int) -> dict:
         elapsed, got, raw, headers = full._exchange(client, method, path, body)
         if got != status:
             raise RuntimeError(f"{method} {path} answered {got}, not {status}: "
-                               f"{_detail(raw)}")
+                               f"{full._detail(raw)}")
         times.append(elapsed)
         if headers.get(matrix.STATEMENTS):
             stmts.append(int(headers[matrix.STATEMENTS]))
@@ -218,7 +214,7 @@ def race(side, rnd: int, clients: int = 20, attempts: int = 3,
                 "inventories": {"VCPU": {"total": capacity}}})):
         status, raw, _h = client.exchange(method, path, body)
         if status >= 300:
-            raise RuntimeError(f"{method} {path} answered {status}: {_detail(raw)}")
+            raise RuntimeError(f"{method} {path} answered {status}: {full._detail(raw)}")
     start = side.rows.db_now() + world.DAY
     bodies = {"reserve": ("POST", "/reservations", {
         **OWNER, "start": iso(start), "end": iso(start + world.DAY),
@@ -267,7 +263,7 @@ def through_api(side, count: int, threads: int) -> dict:
         for body in bodies[i::threads]:
             status, raw, headers = client.exchange("POST", "/reservations", body)
             if status != 201:
-                failed.append(f"{status}: {_detail(raw)}")
+                failed.append(f"{status}: {full._detail(raw)}")
             elif headers.get(matrix.STATEMENTS):
                 stmts.append(int(headers[matrix.STATEMENTS]))
 
@@ -342,7 +338,7 @@ def _measure(args, base, side, rows, notes) -> None:
                          [side], "candidates"))
     else:
         notes.append(f"{label}: window candidates skipped: GET {CANDIDATES} answered "
-                     f"{status} ({_detail(raw)}): this tree does not serve it yet.")
+                     f"{status} ({full._detail(raw)}): this tree does not serve it yet.")
     for title, work, sides, target in steps:
         name = f"{label}: {title}"
         # The claim's ratio is a target, and claims are cheap: more rounds.

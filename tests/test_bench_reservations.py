@@ -1,12 +1,16 @@
 """bench/reservation_world.py: the reservations benchmark's loader and
 its checks from the rows, at a tiny size on SQLite, so neither can rot
-between the benchmark's runs."""
+between the benchmark's runs; and the check of a window candidates
+answer against them (bench/reservations.py)."""
 from __future__ import annotations
 
+import json
+
+import pytest
 from sqlalchemy import create_engine, insert, select
 
+from bench import complete, reservations, worlds
 from bench import reservation_world as world
-from bench import worlds
 from placement_lite.db import tables as t
 
 NODES = 40
@@ -75,3 +79,30 @@ def test_the_loaded_reservations_fit_and_the_check_sees_one_that_does_not(tmp_pa
         allocated, reserved, capacity = world.held_on(conn, first)
         assert reserved >= capacity and allocated > 0
     engine.dispose()
+
+
+class _BruteForce:
+    """Stands in for bench/reservations.py's BruteForce: the providers
+    with room, and their count up to the limit."""
+    source = "the rows"
+
+    def __init__(self, fits, limit):
+        self.fits, self.limit = set(fits), limit
+
+    def count(self, path):
+        return min(len(self.fits), self.limit)
+
+
+def _answer(*rps: str) -> bytes:
+    return json.dumps({"allocation_requests": [
+        {"allocations": {rp: {"resources": {"VCPU": 12}}}} for rp in rps],
+        "provider_summaries": {}}).encode()
+
+
+def test_a_window_answer_must_name_only_providers_with_room():
+    expect = reservations.Fits("w", _BruteForce({"a", "b", "c"}, 2), "/q")
+    expect.check(_answer("a", "c"))
+    with pytest.raises(complete.Incomplete, match="expected 2.*got 1"):
+        expect.check(_answer("a"))
+    with pytest.raises(complete.Incomplete, match="1 candidates have no room.*'x'"):
+        expect.check(_answer("a", "x"))
