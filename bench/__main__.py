@@ -1,5 +1,5 @@
 """python -m bench {load,query,throughput,claims,console,suite,matrix,instructions,
-answer-memory} ..."""
+answer-memory,full,reservations} ..."""
 from __future__ import annotations
 
 import argparse
@@ -9,8 +9,8 @@ import sys
 import tempfile
 import time
 
-from bench import (answer_memory, complete, full, instructions, loader, matrix, runner,
-                   serving, worlds)
+from bench import (answer_memory, complete, full, instructions, loader, matrix,
+                   reservations, runner, serving, worlds)
 from bench.client import Client
 from bench.serving import ServerProcess
 
@@ -176,6 +176,7 @@ def main(argv=None):
     full.add_parser(sub)
     instructions.add_parser(sub)
     answer_memory.add_parser(sub)
+    reservations.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -194,6 +195,10 @@ def _run(args):
         result = full.run(args)
         print(json.dumps(result, indent=2) if args.json else full.table(result))
         return
+    if args.command == "reservations":
+        result = reservations.run(args)
+        print(json.dumps(result, indent=2) if args.json else reservations.table(result))
+        return 0
     if args.command == "matrix":
         result = matrix.matrix(args)
         print(json.dumps(result, indent=2) if args.json else matrix.table(result))

@@ -92,16 +92,19 @@ class Side(ServerProcess):
     reference server over the same database that reads every fact from
     it (bench/complete.py): what each timed answer is checked against.
     `sizes` are bulk-loaded before the server starts (none: it starts on
-    an empty database); `extra_env` adds to the server's environment."""
+    an empty database); `extra_env` adds to the server's environment;
+    `scripts`, more loaders run after the worlds the same way, each as
+    `python SCRIPT URL ARGS...` (bench/reservation_world.py), what each
+    prints kept in `printed` by the script's name."""
 
     def __init__(self, label, tree, db, workdir, port, workers, threads, sizes,
-                 extra_env=None):
+                 extra_env=None, scripts=()):
         self.label, self.tree = label, tree
         self.env = dict(os.environ, PYTHONPATH=tree,
                         PLACEMENT_LITE_COUNT_STATEMENTS="1", **(extra_env or {}))
         self.reference = None
         self.url = _fresh_db(db, workdir, label)
-        self.load_seconds = {}
+        self.load_seconds, self.printed = {}, {}
         self.race_rounds = 0
         try:
             for shape, count in sizes:
@@ -111,6 +114,14 @@ class Side(ServerProcess):
                                check=True, cwd=tree)
                 self.load_seconds[f"{shape}_{count}"] = round(
                     time.monotonic() - began, 1)
+            for script, *script_args in scripts:
+                began = time.monotonic()
+                name = os.path.basename(script)
+                self.printed[name] = subprocess.run(
+                    [sys.executable, script, self.url, *map(str, script_args)],
+                    env=self.env, check=True, cwd=tree, stdout=subprocess.PIPE,
+                    text=True).stdout
+                self.load_seconds[name] = round(time.monotonic() - began, 1)
             super().__init__(self.url, port, workers, ("--threads", str(threads)),
                              env=self.env, cwd=tree, name=f"{label}: the server")
             try:
