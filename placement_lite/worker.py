@@ -70,7 +70,9 @@ def _await_idle_threads(dispatcher, timeout: float = 2.0) -> None:
 def _create_server(settings: Settings, app, sock: socket.socket):
     import waitress
 
-    return waitress.create_server(
+    from placement_lite.linger import LingeringChannel
+
+    server = waitress.create_server(
         app, sockets=[sock], threads=settings.threads, ident="placement-lite",
         # Bodies a little over the API's limit still get the API's own 413
         # (InputLimitsMiddleware); far larger ones are refused by waitress
@@ -89,6 +91,9 @@ def _create_server(settings: Settings, app, sock: socket.socket):
         asyncore_use_poll=True,
         # Done by trusting(), for any number of proxies.
         trusted_proxy=None, clear_untrusted_proxy_headers=False)
+    # An answer refusing a request still being sent must reach its client.
+    server.channel_class = LingeringChannel
+    return server
 
 
 def _guard_listener(server, stop: list) -> None:

@@ -250,3 +250,37 @@ def test_the_open_files_limit_is_raised_for_connection_limit_or_bounds_it():
     assert numbers == "300 216"
     assert "connection_limit=2000 needs about 2084 open files" in warning
     assert "at most 216 connections" in warning and "LimitNOFILE" in warning
+
+
+def _send_oversized_head(address, path_bytes: int) -> bytes:
+    """A GET whose request line is `path_bytes` long, sent whole as a
+    careless client sends it; what came back (b"" for nothing)."""
+    with socket.create_connection(address, timeout=30) as sock:
+        line = b"GET /?q=" + b"x" * path_bytes + b" HTTP/1.1\r\n"
+        try:
+            sock.sendall(line + b"Host: x\r\nConnection: close\r\n\r\n")
+        except ConnectionResetError:
+            return b""
+        got = b""
+        try:
+            while chunk := sock.recv(65536):
+                got += chunk
+        except ConnectionResetError:
+            pass
+        return got
+
+
+def test_a_request_head_past_the_limit_is_answered_431_not_reset(tmp_path):
+    # waitress stops reading at 256 kB of head and answers 431; closing
+    # with the rest of the request unread would make the kernel reset the
+    # connection, throwing the answer away before the client reads it.
+    with servers.serve(_db(tmp_path)) as srv:
+        address = _address(srv)
+        for size in (300_000, 4_000_000, 15_000_000):
+            got = _send_oversized_head(address, size)
+            assert got[:8] in (b"HTTP/1.0", b"HTTP/1.1") and got[8:13] == b" 431 ", (
+                size, got[:200])
+        # and the server goes on answering
+        conn = http.client.HTTPConnection(*address, timeout=10)
+        conn.request("GET", "/healthcheck")
+        assert conn.getresponse().status == 200
