@@ -149,6 +149,27 @@ class ReservationNotStarted(LedgerError, Conflict):
     code = "placement.reservation.not_started"
 
 
+class ReservationNotActive(LedgerError, Conflict):
+    """A claim names the marker class of a reservation that does not exist,
+    has not started or has ended: it has nothing to draw from now."""
+    code = "placement.reservation.not_active"
+
+
+class ReservationOtherProject(LedgerError, Conflict):
+    """Only the holder's consumers draw from a reservation."""
+    code = "placement.reservation.other_project"
+
+
+class ReservationNotHeld(LedgerError, Conflict):
+    """A drawing claim names a class the reservation does not hold there."""
+    code = "placement.reservation.not_held"
+
+
+class ReservationOverdrawn(LedgerError, Conflict):
+    """Draws would take more than the reservation holds at a key."""
+    code = "placement.reservation.overdrawn"
+
+
 # Candidates / query ---------------------------------------------------------------
 # Placement tags only some of its query 400s with a specific code; the rest
 # carry the undefined code, and so do ours.

@@ -13,14 +13,18 @@ from sqlalchemy import text
 
 
 def _script_location() -> str:
-    # Installed: placement_lite/migrations (setup.py maps the top-level
-    # migrations/ there). Run from a source checkout: migrations/ itself.
-    spec = importlib.util.find_spec("placement_lite.migrations")
-    if spec is not None and spec.submodule_search_locations:
-        return list(spec.submodule_search_locations)[0]
+    # Run from a source checkout: the migrations/ beside the code that
+    # runs, first. An editable install elsewhere (another worktree of the
+    # same repository) maps placement_lite.migrations to its own
+    # migrations/, which need not match this code's tables.
     checkout = Path(__file__).resolve().parents[2] / "migrations"
     if (checkout / "env.py").is_file():
         return str(checkout)
+    # Installed: placement_lite/migrations (setup.py maps the top-level
+    # migrations/ there).
+    spec = importlib.util.find_spec("placement_lite.migrations")
+    if spec is not None and spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)[0]
     raise RuntimeError("placement_lite's migrations are not installed")
 
 

@@ -73,6 +73,13 @@ inventories = Table(
     # two nodes at once, as it does two claims. A locking read alone is
     # not part of a node's write set.
     Column("booked", BigInteger, nullable=False, default=0, server_default="0"),
+    # The part of `used` drawn from reservations (allocations whose
+    # reservation_id is set), moved with `used` by the same statement.
+    # What takes free room in time is the rest, `used - drawn`: a drawn
+    # allocation lives inside its reservation's amount, which already
+    # counts over the reservation's window (docs/reservations.md, "Using
+    # a reservation").
+    Column("drawn", BigInteger, nullable=False, default=0, server_default="0"),
     *_timestamps(),
     UniqueConstraint("resource_provider_id", "resource_class_id"),
     # The candidate prefilter scans by class first.
@@ -171,7 +178,14 @@ allocations = Table(
     Column("resource_class_id", Integer,
            ForeignKey("resource_classes.id"), nullable=False),
     Column("used", BigInteger, nullable=False),
+    # The reservation this row draws from (it ends with it), or NULL for
+    # an allocation with no end. A consumer's row of a reservation's
+    # marker class carries it too, so ending the reservation finds every
+    # row it takes along on one index.
+    Column("reservation_id", Integer, ForeignKey("reservations.id"),
+           nullable=True),
     *_timestamps(),
+    Index("ix_allocations_reservation", "reservation_id"),
     # Capacity checks sum `used` per (provider, class) without a table visit.
     Index("ix_allocations_rp_rc_used", "resource_provider_id",
           "resource_class_id", "used"),

@@ -102,16 +102,20 @@ def rebuild(conn: Connection) -> None:
     conn.execute(delete(s))
     conn.execute(insert(s).from_select([*_KEY, "amount"], _from_allocations()))
     inv = t.inventories
-    conn.execute(update(inv).values(used=_allocated(inv)))
+    conn.execute(update(inv).values(used=_allocated(inv),
+                                    drawn=_allocated(inv, drawn=True)))
 
 
-def _allocated(inv):
-    """What the allocation rows hold of inventory row `inv` (0 when none)."""
+def _allocated(inv, drawn: bool = False):
+    """What the allocation rows hold of inventory row `inv` (0 when none);
+    with `drawn`, those drawn from reservations only."""
     a = t.allocations
-    return (select(func.coalesce(func.sum(a.c.used), 0))
-            .where(a.c.resource_provider_id == inv.c.resource_provider_id,
-                   a.c.resource_class_id == inv.c.resource_class_id)
-            .scalar_subquery())
+    query = (select(func.coalesce(func.sum(a.c.used), 0))
+             .where(a.c.resource_provider_id == inv.c.resource_provider_id,
+                    a.c.resource_class_id == inv.c.resource_class_id))
+    if drawn:
+        query = query.where(a.c.reservation_id.is_not(None))
+    return query.scalar_subquery()
 
 
 def recomputed(conn: Connection) -> dict[Key, int]:
@@ -147,16 +151,28 @@ def drift(conn: Connection) -> list[str]:
                 f"type id {kind or 'none'}, {what}: the summary holds "
                 f"{have.get(key, 0)}, the allocations give {want.get(key, 0)}")
     inv, a = t.inventories, t.allocations
-    for rp, rc, used, allocated in conn.execute(
+    for rp, rc, used, allocated, drawn, given in conn.execute(
             select(inv.c.resource_provider_id, inv.c.resource_class_id,
-                   inv.c.used, _allocated(inv).label("allocated"))
+                   inv.c.used, _allocated(inv).label("allocated"), inv.c.drawn,
+                   _allocated(inv, drawn=True).label("given"))
             .order_by(inv.c.resource_provider_id, inv.c.resource_class_id)):
         if used != allocated:
             lines.append(
                 f"inventory: provider id {rp}, class id {rc}: used holds "
                 f"{used}, the allocations give {allocated}")
-    # Nothing can be allocated without an inventory row to keep its sum.
+        if drawn != given:
+            lines.append(
+                f"inventory: provider id {rp}, class id {rc}: drawn holds "
+                f"{drawn}, the drawn allocations give {given}")
+    # Nothing can be allocated without an inventory row to keep its sum,
+    # but a reservation's marker class (ledger/draws.py): its rows name
+    # the reservation drawn from and take no room.
+    marker = t.resource_classes.c.name.like("CUSTOM\\_RESERVATION\\_%", escape="\\")
     orphans = (select(a.c.resource_provider_id, a.c.resource_class_id).distinct()
+               .where(~(a.c.reservation_id.is_not(None) & select(
+                   t.resource_classes.c.id).where(
+                   t.resource_classes.c.id == a.c.resource_class_id,
+                   marker).exists()))
                .where(~select(inv.c.id).where(
                    inv.c.resource_provider_id == a.c.resource_provider_id,
                    inv.c.resource_class_id == a.c.resource_class_id).exists()))

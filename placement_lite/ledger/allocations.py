@@ -38,7 +38,7 @@ from placement_lite import errors
 from placement_lite.db import tables as t
 from placement_lite.db import usage_summary
 from placement_lite.ledger import (
-    capacity, consumers, lookup, providers, resource_classes)
+    capacity, consumers, draws, lookup, providers, resource_classes)
 
 # Marks a write that does not check the consumer generation (before 1.28).
 UNCHECKED = object()
@@ -129,8 +129,9 @@ def bump_providers(conn: Connection, ids: Iterable[int],
 
 
 def _holdings(conn: Connection, consumer_ids: list[int]
-              ) -> list[tuple[int, int, int, int]]:
-    """(consumer id, provider id, class id, used) of every allocation these
+              ) -> list[tuple[int, int, int, int, Optional[int]]]:
+    """(consumer id, provider id, class id, used, reservation id or None)
+    of every allocation these
     consumers hold now: the providers an emptied consumer lets go of, what
     the writers held where they claim (for the capacity check), and what
     leaves their owners' usage sums.
@@ -140,14 +141,14 @@ def _holdings(conn: Connection, consumer_ids: list[int]
     """
     if not consumer_ids:
         return []
-    return [(cid, rp, rc, int(n)) for cid, rp, rc, n in conn.execute(
+    return [(cid, rp, rc, int(n), rid) for cid, rp, rc, n, rid in conn.execute(
         _HOLDINGS, {"ids": sorted(consumer_ids)})]
 
 
 # Built once: every allocation write of an existing consumer runs them.
 _a = t.allocations
 _HOLDINGS = select(_a.c.consumer_id, _a.c.resource_provider_id,
-                   _a.c.resource_class_id, _a.c.used).where(
+                   _a.c.resource_class_id, _a.c.used, _a.c.reservation_id).where(
     _a.c.consumer_id.in_(bindparam("ids", expanding=True)))
 _INSERT = insert(_a)
 _DROP_HOLDINGS = delete(_a).where(_a.c.consumer_id.in_(bindparam("ids", expanding=True)))
@@ -197,16 +198,27 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
     stored = consumers.get_many(conn, uuids)
     after_write = [check.before_write(conn, _owners(writes, stored))
                    for check in claim_checks]
+    # Draws lock their reservations (shared) after quota, before consumers.
+    plan = draws.plan(conn, writes, rcs, rps, _projects_after(writes, stored))
     written, existing_ids = _lock_consumers(conn, writes, stored)
     old = _holdings(conn, existing_ids)
     names_by_id = _lock_providers(conn, written, old, rps)
-    amounts, rows, deltas = _new_allocations(written, old, rps, rcs)
-    held, moved = _usage_moves(old, amounts)
+    amounts, rows, deltas, drawing = _new_allocations(written, old, rps, rcs, plan)
+    held, moved, drawn_moved = _usage_moves(old, amounts, drawing)
     if existing_ids:
         conn.execute(_DROP_HOLDINGS, {"ids": existing_ids})
-    changed = capacity.add_usage(conn, moved, returning=True)
-    capacity.check(conn, amounts, names_by_id,
-                   {v: k for k, v in rcs.items()}, held, changed)
+    class_names = {v: k for k, v in rcs.items()}
+    if plan is not None:
+        draws.check_totals(conn, plan, drawing, names_by_id, class_names)
+    changed = capacity.add_usage(conn, moved, returning=True, drawn=drawn_moved)
+    # A marker class needs no inventory: it names the reservation drawn
+    # from, and takes no room.
+    markers = {rc for name, rc in rcs.items() if draws.is_marker(name)}
+    drawn_now: dict[tuple[int, int], int] = defaultdict(int)
+    for (_rid, rp, rc), n in drawing.items():
+        drawn_now[(rp, rc)] += n
+    capacity.check(conn, {k: v for k, v in amounts.items() if k[1] not in markers},
+                   names_by_id, class_names, held, changed, drawn_now)
     if rows:
         conn.execute(_INSERT, rows)
     consumers.delete_if_empty(conn, existing_ids)
@@ -264,29 +276,33 @@ def _lock_consumers(conn: Connection, writes: list[ConsumerWrite],
 
 
 def _lock_providers(conn: Connection, written: list[_Written],
-                    old: list[tuple[int, int, int, int]],
+                    old: list[tuple[int, int, int, int, Optional[int]]],
                     rps: Mapping[str, int]) -> dict[int, str]:
     """Step 2: lock the providers Placement bumps (those the write claims
     on, and those an emptied consumer lets go of); uuid by id."""
     emptied = {consumer.id for w, consumer, _ in written if not w.allocations}
-    touched = {rp for cid, rp, _rc, _n in old if cid in emptied} | set(rps.values())
+    touched = {rp for cid, rp, _rc, _n, _r in old if cid in emptied} | set(rps.values())
     return bump_providers(conn, touched, {v: k for k, v in rps.items()})
 
 
 def _new_allocations(written: list[_Written],
-                     old: list[tuple[int, int, int, int]],
-                     rps: Mapping[str, int], rcs: Mapping[str, int]
+                     old: list[tuple[int, int, int, int, Optional[int]]],
+                     rps: Mapping[str, int], rcs: Mapping[str, int],
+                     plan: Optional[draws.Plan] = None
                      ) -> tuple[dict[tuple[int, int], list[int]], list[dict],
-                                usage_summary.Deltas]:
+                                usage_summary.Deltas,
+                                dict[tuple[int, int, int], int]]:
     """The allocation rows to insert; the amounts claimed at each
     (provider id, class id), one per consumer, since each must respect
-    the inventory's unit limits on its own; and what the write changes in
-    its owners' usage sums."""
+    the inventory's unit limits on its own; what the write changes in
+    its owners' usage sums; and what it draws, (reservation id, provider
+    id, class id) -> amount (marker classes aside)."""
     amounts: dict[tuple[int, int], list[int]] = defaultdict(list)
     rows = []
     deltas = usage_summary.Deltas()
+    drawing: dict[tuple[int, int, int], int] = defaultdict(int)
     held_before: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for cid, _rp, rc, n in old:
+    for cid, _rp, rc, n, _rid in old:
         held_before[cid].append((rc, n))
     for w, consumer, before in written:
         if before is not None:
@@ -294,32 +310,57 @@ def _new_allocations(written: list[_Written],
                            _by_class(held_before[consumer.id]), -1)
         now: dict[int, int] = defaultdict(int)
         for rp_uuid, resources in w.allocations.items():
+            rid = (plan.by_consumer.get((w.consumer_uuid, rp_uuid))
+                   if plan is not None else None)
             for rc_name, used in resources.items():
                 key = (rps[rp_uuid], rcs[rc_name])
                 amounts[key].append(used)
                 now[key[1]] += used
                 rows.append({"resource_provider_id": key[0],
                              "consumer_id": consumer.id,
-                             "resource_class_id": key[1], "used": used})
+                             "resource_class_id": key[1], "used": used,
+                             "reservation_id": rid})
+                if rid is not None and not draws.is_marker(rc_name):
+                    drawing[(rid, *key)] += used
         deltas.holding(consumer.owner, consumer.id, now, 1)
-    return amounts, rows, deltas
+    return amounts, rows, deltas, dict(drawing)
 
 
-def _usage_moves(old: list[tuple[int, int, int, int]],
-                 amounts: Mapping[tuple[int, int], list[int]]
-                 ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
-    """What the writers held where they claim, which the capacity check
-    compares against, and how much each inventory's `used` moves: the
-    new claims less everything the writers held before."""
+def _usage_moves(old: list[tuple[int, int, int, int, Optional[int]]],
+                 amounts: Mapping[tuple[int, int], list[int]],
+                 drawing: Mapping[tuple[int, int, int], int]
+                 ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int],
+                            dict[tuple[int, int], int]]:
+    """What the writers held open (not drawn) where they claim, which the
+    capacity check compares the write's open amounts against; how much
+    each inventory's `used` moves (the new claims less everything the
+    writers held before); and how much its `drawn` moves (likewise, for
+    the drawn rows only)."""
     held: dict[tuple[int, int], int] = defaultdict(int)
     moved: dict[tuple[int, int], int] = defaultdict(int)
-    for _cid, rp, rc, n in old:
+    drawn: dict[tuple[int, int], int] = defaultdict(int)
+    for _cid, rp, rc, n, rid in old:
         moved[(rp, rc)] -= n
-        if (rp, rc) in amounts:
+        if rid is not None:
+            drawn[(rp, rc)] -= n
+        elif (rp, rc) in amounts:
             held[(rp, rc)] += n
     for key, claimed in amounts.items():
         moved[key] += sum(claimed)
-    return held, moved
+    for (_rid, rp, rc), n in drawing.items():
+        drawn[(rp, rc)] += n
+    return held, moved, drawn
+
+
+def _projects_after(writes: list[ConsumerWrite],
+                    stored: Mapping[str, consumers.Consumer]) -> dict[str, str]:
+    """consumer uuid -> the project that owns it after the write."""
+    out = {}
+    for w in writes:
+        consumer = stored.get(w.consumer_uuid)
+        out[w.consumer_uuid] = w.project_id or (
+            consumer.project_id if consumer is not None else w.incomplete_owner[0])
+    return out
 
 
 def _owners(writes: list[ConsumerWrite],
@@ -347,20 +388,24 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     consumers.bump(conn, consumer)
     a = t.allocations
     gone = delete(a).where(a.c.consumer_id == consumer.id)
-    held = (a.c.resource_provider_id, a.c.resource_class_id, a.c.used)
+    held = (a.c.resource_provider_id, a.c.resource_class_id, a.c.used,
+            a.c.reservation_id)
     if conn.dialect.delete_returning:
         old = conn.execute(gone.returning(*held)).all()
     else:
         old = conn.execute(select(*held).where(a.c.consumer_id == consumer.id)).all()
         conn.execute(gone)
     freed: dict[tuple[int, int], int] = defaultdict(int)
-    for rp, rc, n in old:
+    undrawn: dict[tuple[int, int], int] = defaultdict(int)
+    for rp, rc, n, rid in old:
         freed[(rp, rc)] -= n
-    capacity.add_usage(conn, freed)
+        if rid is not None:
+            undrawn[(rp, rc)] -= n
+    capacity.add_usage(conn, freed, drawn=undrawn)
     conn.execute(delete(t.consumers).where(t.consumers.c.id == consumer.id))
     deltas = usage_summary.Deltas()
     deltas.holding(consumer.owner, consumer.id,
-                   _by_class((rc, n) for _rp, rc, n in old), -1)
+                   _by_class((rc, n) for _rp, rc, n, _rid in old), -1)
     usage_summary.apply(conn, deltas)
 
 

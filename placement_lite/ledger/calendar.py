@@ -120,7 +120,9 @@ def provider_calendar(conn: Connection, provider_uuid: str, start: int,
     for name in sorted(set(invs) | set(windows)):
         inv = invs.get(name)
         capacity = inv.capacity if inv else 0
-        allocated = inv.used if inv else 0
+        # Open allocations only: drawn ones count inside their
+        # reservations' steps (ledger/draws.py).
+        allocated = inv.used - inv.drawn if inv else 0
         reserved = steps(windows.get(name, ()), start, end)
         classes.append(ClassCalendar(
             name, capacity, allocated, tuple(reserved),

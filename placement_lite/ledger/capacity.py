@@ -40,9 +40,13 @@ def usage(conn: Connection, provider_ids) -> dict[tuple[int, int], int]:
 
 
 def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int],
-              returning: bool = False) -> Optional[dict[tuple[int, int], object]]:
+              returning: bool = False,
+              drawn: Optional[Mapping[tuple[int, int], int]] = None
+              ) -> Optional[dict[tuple[int, int], object]]:
     """Add each delta to the `used` of its (provider id, class id)
-    inventory row, in one statement.
+    inventory row, in one statement; and each of `drawn` (the part of
+    the deltas drawn from reservations) to the row's `drawn`, in the same
+    statement, so the two never disagree.
 
     With `returning`, where the backend returns rows from an UPDATE
     (PostgreSQL, SQLite), the rows it changed, as `inventories` gives
@@ -58,30 +62,41 @@ def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int],
     removing allocations whose inventory a reshape removed.
     """
     returning = returning and conn.dialect.update_returning
-    keys = sorted(k for k, d in deltas.items() if d)
+    drawn = {k: d for k, d in (drawn or {}).items() if d}
+    keys = sorted({k for k, d in deltas.items() if d} | set(drawn))
     if not keys:
         return {} if returning else None
     params = {}
     for i, (rp, rc) in enumerate(keys):
-        params.update({f"rp{i}": rp, f"rc{i}": rc, f"d{i}": deltas[(rp, rc)]})
+        params.update({f"rp{i}": rp, f"rc{i}": rc,
+                       f"d{i}": deltas.get((rp, rc), 0)})
+        if drawn:
+            params[f"dd{i}"] = drawn.get((rp, rc), 0)
     result = conn.execute(_add_usage_statement(
-        len(keys), returning, conn.dialect.name if returning else ""), params)
+        len(keys), returning, conn.dialect.name if returning else "",
+        bool(drawn)), params)
     if not returning:
         return None
     return {(r.resource_provider_id, r.resource_class_id): r for r in result}
 
 
 @lru_cache(maxsize=128)
-def _add_usage_statement(n: int, returning: bool, dialect_name: str = ""):
+def _add_usage_statement(n: int, returning: bool, dialect_name: str = "",
+                         with_drawn: bool = False):
     """add_usage's UPDATE for n keys, built once per n: a claim's hot
     statement, whose building and cache key cost more than its run."""
     inv = t.inventories
     match = [and_(inv.c.resource_provider_id == bindparam(f"rp{i}", type_=Integer),
                   inv.c.resource_class_id == bindparam(f"rc{i}", type_=Integer))
              for i in range(n)]
-    stmt = update(inv).where(or_(*match)).values(
-        used=inv.c.used + case(*[(m, bindparam(f"d{i}", type_=BigInteger))
-                                 for i, m in enumerate(match)], else_=0))
+    values = {"used": inv.c.used + case(
+        *[(m, bindparam(f"d{i}", type_=BigInteger)) for i, m in enumerate(match)],
+        else_=0)}
+    if with_drawn:
+        values["drawn"] = inv.c.drawn + case(
+            *[(m, bindparam(f"dd{i}", type_=BigInteger)) for i, m in enumerate(match)],
+            else_=0)
+    stmt = update(inv).where(or_(*match)).values(**values)
     return stmt.returning(*inv.c, _reserved_ahead(dialect_name)) if returning else stmt
 
 
@@ -141,7 +156,8 @@ def check(conn: Connection,
           provider_names: Mapping[int, str],
           class_names: Mapping[int, str],
           held: Optional[Mapping[tuple[int, int], int]] = None,
-          changed: Optional[Mapping[tuple[int, int], object]] = None) -> None:
+          changed: Optional[Mapping[tuple[int, int], object]] = None,
+          drawn: Optional[Mapping[tuple[int, int], int]] = None) -> None:
     """Raise CapacityExceeded unless every amount fits.
 
     `amounts` maps (provider id, class id) to the amounts the request
@@ -171,6 +187,13 @@ def check(conn: Connection,
     `changed`: inventory rows add_usage returned, as they stand after the
     deltas; only what they leave out (a class the write claims without
     changing its usage, or one with no inventory) is read here.
+
+    `drawn`: how much of each key's amounts this write draws from
+    reservations. Those amounts still respect the unit limits, but take
+    no free room: they live inside their reservation's amount, which
+    already counts. Only the open part (no end) is checked against
+    capacity, beside the open usage `used - drawn` and the peak
+    reserved, and `held` is then what the writers held open there.
     """
     if not amounts:
         return
@@ -184,8 +207,10 @@ def check(conn: Connection,
     for key in sorted(amounts):
         where = (f"'{class_names[key[1]]}' on resource provider "
                  f"'{provider_names[key[0]]}'")
-        kept = held is not None and sum(amounts[key]) <= held.get(key, 0)
-        if _check_key(invs.get(key), amounts[key], where, kept) and getattr(
+        open_claim = sum(amounts[key]) - (drawn or {}).get(key, 0)
+        kept = held is not None and open_claim <= held.get(key, 0)
+        if _check_key(invs.get(key), amounts[key], where, kept,
+                      open_claim) and getattr(
                 invs[key], "reserved_ahead", True):
             raising.append((key, where))
     if not raising:
@@ -193,10 +218,12 @@ def check(conn: Connection,
     peaks = reserved_ahead.peaks(conn, [key for key, _where in raising])
     for key, where in raising:
         if peaks.get(key):
-            _refuse_if_full(invs[key], sum(amounts[key]), where, peaks[key])
+            _refuse_if_full(invs[key], sum(amounts[key]) - (drawn or {}).get(key, 0),
+                            where, peaks[key])
 
 
-def _check_key(inv, amounts: list[int], where: str, kept: bool) -> bool:
+def _check_key(inv, amounts: list[int], where: str, kept: bool,
+               open_claim: Optional[int] = None) -> bool:
     """One key's claim against its inventory row, as it stands with the
     write applied, reservations aside. `kept`: the writers held at least
     as much there before, so the usage does not rise. True where the
@@ -215,13 +242,22 @@ def _check_key(inv, amounts: list[int], where: str, kept: bool) -> bool:
                 f"max_unit {inv.max_unit}, step_size {inv.step_size}.")
     if kept:
         return False
-    _refuse_if_full(inv, sum(amounts), where, 0)
+    _refuse_if_full(inv, sum(amounts) if open_claim is None else open_claim,
+                    where, 0)
     return True
 
 
+def open_usage(inv) -> int:
+    """What an inventory row's allocations take from its room at every
+    instant: those with no end. The drawn ones count inside their
+    reservations' amounts, over the reservations' windows only."""
+    return int(inv.used) - int(getattr(inv, "drawn", 0) or 0)
+
+
 def _refuse_if_full(inv, requested: int, where: str, reserved_later: int) -> None:
-    # What the others hold: the row's usage less this write's amounts.
-    current = inv.used - requested
+    # What the others hold open: the row's open usage less this write's
+    # open amounts (`requested`).
+    current = open_usage(inv) - requested
     cap = capacity_of(inv)
     if current + requested + reserved_later <= cap:
         return

@@ -203,6 +203,8 @@ class InventoryRow:
     allocation_ratio: float
     capacity: float
     used: int
+    # The part of `used` drawn from reservations (ledger/draws.py).
+    drawn: int = 0
 
 
 def inventories(conn: Connection, provider_id: int) -> list[InventoryRow]:
@@ -212,12 +214,12 @@ def inventories(conn: Connection, provider_id: int) -> list[InventoryRow]:
     rows = conn.execute(
         select(rc.c.name, inv.c.total, inv.c.reserved, inv.c.min_unit,
                inv.c.max_unit, inv.c.step_size, inv.c.allocation_ratio,
-               _capacity(inv).label("cap"), used.label("used"))
+               _capacity(inv).label("cap"), used.label("used"), inv.c.drawn)
         .join(rc, rc.c.id == inv.c.resource_class_id)
         .where(inv.c.resource_provider_id == provider_id).order_by(rc.c.name))
     return [InventoryRow(r.name, r.total, r.reserved, r.min_unit, r.max_unit,
                          r.step_size, r.allocation_ratio, _whole(r.cap),
-                         int(r.used or 0)) for r in rows]
+                         int(r.used or 0), int(r.drawn or 0)) for r in rows]
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 what other reservations hold over a window; the admission check, and
 the intervals where a reservation has lost its room.
 
-For one provider and class, the room is `capacity - allocated` (an
-allocation has no end, so it counts at every instant), and what
+For one provider and class, the room is `capacity - allocated`, where
+allocated is what open allocations hold, `used - drawn` (an open
+allocation has no end, so it counts at every instant; a drawn one counts
+inside its reservation's amount, ledger/draws.py), and what
 reservations hold is a step function of the instant (ledger/timeline).
 An amount `a` fits at t when `reserved(t) + a <= room`.
 """
@@ -42,7 +44,9 @@ class Room:
 
     def free(self, key: Key) -> float:
         inv = self.inventories.get(key)
-        return 0 if inv is None else capacity.capacity_of(inv) - inv.used
+        # Drawn allocations live inside their reservations' amounts,
+        # which the windows count: only the open ones take room always.
+        return 0 if inv is None else capacity.capacity_of(inv) - capacity.open_usage(inv)
 
     def others(self, key: Key, reservation_id: Optional[int]
                ) -> list[timeline.Window]:
@@ -105,7 +109,7 @@ def check(room: Room, key: Key, amount: int, spans: Iterable[tuple[int, int]],
             f"Unable to reserve {where} from {timeline.iso(short.start)} to "
             f"{timeline.iso(short.end)}: requested {amount}, free "
             f"{capacity.display(short.free)} (capacity {capacity.display(cap)}, "
-            f"allocated {inv.used}, reserved "
+            f"allocated {capacity.open_usage(inv)}, reserved "
             f"{capacity.display(free - short.free)}).")
 
 
@@ -148,10 +152,10 @@ def _candidate_keys(conn: Connection) -> list[tuple[Key, float]]:
         .where(_ra.c.end_at > clock.now_expr(conn.dialect.name))
         .group_by(_ra.c.resource_provider_id, _ra.c.resource_class_id,
                   _inv.c.total, _inv.c.reserved, _inv.c.allocation_ratio,
-                  _inv.c.used)
+                  _inv.c.used, _inv.c.drawn)
         .having(or_(_inv.c.total.is_(None),
                     not_(capacity.ratio_is_finite(_inv.c.allocation_ratio)),
-                    held + _inv.c.used > cap)))
+                    held + _inv.c.used - _inv.c.drawn > cap)))
     return [(rp, rc) for rp, rc in rows]
 
 

@@ -38,7 +38,8 @@ from placement_lite import errors
 from placement_lite.db import clock
 from placement_lite.db import tables as t
 from placement_lite.ledger import (
-    consumers, lookup, reservation_reads, reservation_room, resource_classes)
+    consumers, draws, lookup, reservation_reads, reservation_room,
+    resource_classes)
 from placement_lite.ledger.allocations import ClaimCheck
 from placement_lite.ledger.generations import utcnow
 from placement_lite.ledger.reservation_reads import Reservation, ShortEntry
@@ -282,6 +283,9 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
     project = (pre.project if pre.project is not None
                else consumers.ensure_project(conn, project_id))
     user = pre.user if pre.user is not None else consumers.ensure_user(conn, user_id)
+    # Its marker class, before the providers' locks as an owner is: a
+    # flavor names it to draw from the reservation.
+    draws.ensure_marker(conn, uuid)
     _admit(conn, amounts, names, start, end)
     try:
         row_id = conn.execute(insert(_r).values(
@@ -331,6 +335,9 @@ def replace(conn: Connection, uuid: str, generation: int, start: int,
             f"be after now ({iso(now)}). To end it now, POST "
             f"/reservations/{uuid}/end.")
     start = row.start_at if status == "active" else _window(start, end, now)
+    if status == "active":
+        # Under the row's exclusive lock: no draw runs meanwhile.
+        draws.check_shrink(conn, row.id, uuid, amounts, names)
     old = {(rp, rc): int(n) for rp, rc, n in conn.execute(
         select(_ra.c.resource_provider_id, _ra.c.resource_class_id, _ra.c.amount)
         .where(_ra.c.reservation_id == row.id))}
@@ -389,8 +396,11 @@ def cancel(conn: Connection, uuid: str,
     # Read before the rows go, and only if an account will ask.
     held = (_stored(conn, row.id)
             if any(hasattr(check, "charge") for check in after) else {})
+    # An ended reservation's drawn allocations go with its record.
+    draws.release(conn, row.id)
     conn.execute(delete(_ra).where(_ra.c.reservation_id == row.id))
     conn.execute(delete(_r).where(_r.c.id == row.id))
+    draws.drop_marker(conn, uuid)
     _finish(conn, after, uuid, now, lambda: [
         (row.project, (row.start_at, row.end_at, held), None, None)])
 
@@ -413,6 +423,8 @@ def end(conn: Connection, uuid: str,
         end_at=now, generation=_r.c.generation + 1, updated_at=utcnow()))
     conn.execute(update(_ra).where(_ra.c.reservation_id == row.id)
                  .values(end_at=now))
+    # What its consumers drew ends with it, in this transaction.
+    draws.release(conn, row.id)
 
     def changes():
         held = _stored(conn, row.id)

@@ -1,0 +1,333 @@
+"""Using a reservation (docs/reservations.md, "Using a reservation"),
+through the HTTP API on every configured backend: the holder's claims
+draw from the reservation by naming its marker class, within what it
+holds, inside its window; what they draw takes no free room and is not
+counted twice (not by the claim rule, not by admission, not by quota);
+ending the reservation takes its drawn allocations along.
+
+Times are the database's (db/clock.py), read when a test starts.
+"""
+from __future__ import annotations
+
+import uuid as uuidlib
+
+import falcon.testing
+import pytest
+from sqlalchemy import select, update
+
+from placement_lite.api.times import text
+from placement_lite.app import create_app
+from placement_lite.config import Settings
+from placement_lite.db import clock
+from placement_lite.db import tables as t
+from placement_lite.db import usage_summary
+from placement_lite.ledger import marker, resource_classes
+
+HOUR = 3600
+ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
+
+
+@pytest.fixture
+def client(db):
+    return falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+
+
+def _now(db) -> int:
+    with db.read() as conn:
+        return clock.now(conn)
+
+
+def _provider(client, vcpu=8, memory=1024) -> str:
+    rp = str(uuidlib.uuid4())
+    got = client.simulate_post("/resource_providers", headers=ADMIN,
+                               json={"name": f"cn-{rp}", "uuid": rp})
+    assert got.status_code in (200, 201), got.text
+    got = client.simulate_put(
+        f"/resource_providers/{rp}/inventories", headers=ADMIN,
+        json={"resource_provider_generation": 0, "inventories": {
+            "VCPU": {"total": vcpu}, "MEMORY_MB": {"total": memory}}})
+    assert got.status_code == 200, got.text
+    return rp
+
+
+def _reserve(client, rp, start, end, vcpu=4, project="lab", extra=None):
+    resources = {"VCPU": vcpu, **(extra or {})}
+    got = client.simulate_post("/reservations", headers=ADMIN, json={
+        "project_id": project, "user_id": "alice", "start": text(start),
+        "end": text(end), "allocations": {rp: {"resources": resources}}})
+    assert got.status_code == 201, got.text
+    return got.json["id"]
+
+
+def _claim(client, rp, resources, project="lab", consumer=None):
+    consumer = consumer or str(uuidlib.uuid4())
+    got = client.simulate_put(f"/allocations/{consumer}", headers=ADMIN, json={
+        "allocations": {rp: {"resources": resources}},
+        "project_id": project, "user_id": "alice", "consumer_generation": None,
+        "consumer_type": "INSTANCE"})
+    return consumer, got
+
+
+def _draw(client, rid, rp, vcpu, project="lab", **more):
+    return _claim(client, rp, {"VCPU": vcpu, marker.class_name(rid): 1, **more},
+                  project)
+
+
+def _code(got) -> str:
+    return got.json["errors"][0]["code"]
+
+
+def _usage(client, rp) -> dict:
+    got = client.simulate_get(f"/resource_providers/{rp}/usages", headers=ADMIN)
+    assert got.status_code == 200, got.text
+    return got.json["usages"]
+
+
+def _project_usages(client, project) -> dict:
+    """GET /usages at 1.39 answers by consumer type: all of them, summed."""
+    got = client.simulate_get(f"/usages?project_id={project}", headers=ADMIN)
+    assert got.status_code == 200, got.text
+    out: dict = {}
+    for by_type in got.json["usages"].values():
+        for name, n in by_type.items():
+            out[name] = out.get(name, 0) + n
+    return out
+
+
+def _ledger_is_consistent(db) -> None:
+    """`used` and `drawn` equal the allocation rows' sums, and the usage
+    summary equals the allocations (db/usage_summary.drift)."""
+    with db.read() as conn:
+        assert usage_summary.drift(conn) == []
+        inv, a = t.inventories, t.allocations
+        for rp, rc, drawn in conn.execute(select(
+                inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.drawn)):
+            rows = conn.execute(select(a.c.used).where(
+                a.c.resource_provider_id == rp, a.c.resource_class_id == rc,
+                a.c.reservation_id.is_not(None))).scalars().all()
+            assert drawn == sum(rows), (rp, rc)
+
+
+def test_the_marker_class_comes_and_goes_with_the_reservation(db, client):
+    rp = _provider(client)
+    now = _now(db)
+    rid = _reserve(client, rp, now + HOUR, now + 2 * HOUR)
+    name = marker.class_name(rid)
+    assert client.simulate_get(f"/resource_classes/{name}",
+                               headers=ADMIN).status_code == 200
+    assert client.simulate_delete(f"/reservations/{rid}",
+                                  headers=ADMIN).status_code == 204
+    assert client.simulate_get(f"/resource_classes/{name}",
+                               headers=ADMIN).status_code == 404
+
+
+def test_drawing_from_a_reservation_end_to_end(db, client):
+    rp = _provider(client)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR)
+    mark = marker.class_name(rid)
+
+    first, got = _draw(client, rid, rp, 2)
+    assert got.status_code == 204, got.text
+    # Placement's numbers show every allocation, drawn or not (a
+    # provider's usages list the classes it has inventory of, as
+    # Placement's do; the project's list the marker too).
+    assert _usage(client, rp)["VCPU"] == 2
+    usages = _project_usages(client, "lab")
+    assert usages["VCPU"] == 2 and usages[mark] == 1
+    shown = client.simulate_get(f"/allocations/{first}", headers=ADMIN).json
+    assert shown["allocations"][rp]["resources"] == {"VCPU": 2, mark: 1}
+
+    # The reservation's 4 stay out of free room: 8 - 4 reserved = 4 open.
+    _c, got = _claim(client, rp, {"VCPU": 5}, project="other")
+    assert got.status_code == 409, got.text
+    assert "held by reservations 4" in got.json["errors"][0]["detail"]
+    open_claim, got = _claim(client, rp, {"VCPU": 4}, project="other")
+    assert got.status_code == 204, got.text
+
+    # 2 of 4 drawn: 3 more do not fit it, 2 do.
+    _c, got = _draw(client, rid, rp, 3)
+    assert got.status_code == 409 and _code(got) == "placement.reservation.overdrawn"
+    assert (f"reservation {rid} holds 4 of VCPU on resource provider {rp}, "
+            "2 already drawn; requested 3") in got.json["errors"][0]["detail"]
+    second, got = _draw(client, rid, rp, 2)
+    assert got.status_code == 204, got.text
+    assert _usage(client, rp)["VCPU"] == 8
+    _ledger_is_consistent(db)
+
+    # End it early: what was drawn goes with it, and its room is free.
+    got = client.simulate_post(f"/reservations/{rid}/end", headers=ADMIN)
+    assert got.status_code == 200, got.text
+    for consumer in (first, second):
+        shown = client.simulate_get(f"/allocations/{consumer}", headers=ADMIN)
+        assert shown.json["allocations"] == {}
+    assert _usage(client, rp)["VCPU"] == 4
+    usages = _project_usages(client, "lab")
+    assert usages.get(mark, 0) == 0 and usages.get("VCPU", 0) == 0
+    _c, got = _claim(client, rp, {"VCPU": 4}, project="other")
+    assert got.status_code == 204, got.text
+    _ledger_is_consistent(db)
+
+
+def test_a_consumer_moves_between_open_and_drawn(db, client):
+    rp = _provider(client, vcpu=6)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
+    consumer, got = _draw(client, rid, rp, 4)
+    assert got.status_code == 204, got.text
+    # Leaving the reservation makes the 4 open: with the reservation's 4,
+    # 8 would be taken of 6.
+    generation = client.simulate_get(f"/allocations/{consumer}",
+                                     headers=ADMIN).json["consumer_generation"]
+    got = client.simulate_put(f"/allocations/{consumer}", headers=ADMIN, json={
+        "allocations": {rp: {"resources": {"VCPU": 4}}},
+        "project_id": "lab", "user_id": "alice",
+        "consumer_generation": generation, "consumer_type": "INSTANCE"})
+    assert got.status_code == 409, got.text
+    assert "held by reservations 4" in got.json["errors"][0]["detail"]
+    # Resizing inside it is a draw again, within what it holds.
+    generation = client.simulate_get(f"/allocations/{consumer}",
+                                     headers=ADMIN).json["consumer_generation"]
+    got = client.simulate_put(f"/allocations/{consumer}", headers=ADMIN, json={
+        "allocations": {rp: {"resources": {"VCPU": 3, marker.class_name(rid): 1}}},
+        "project_id": "lab", "user_id": "alice",
+        "consumer_generation": generation, "consumer_type": "INSTANCE"})
+    assert got.status_code == 204, got.text
+    # Open room beside it: 6 - 4 reserved = 2.
+    _c, got = _claim(client, rp, {"VCPU": 2}, project="other")
+    assert got.status_code == 204, got.text
+    got = client.simulate_delete(f"/allocations/{consumer}", headers=ADMIN)
+    assert got.status_code == 204
+    _ledger_is_consistent(db)
+
+
+@pytest.mark.parametrize("case", ["other_project", "pending", "not_held",
+                                  "ended", "unknown"])
+def test_what_may_not_draw(db, client, case):
+    rp = _provider(client)
+    now = _now(db)
+    start = now + HOUR if case == "pending" else now
+    rid = _reserve(client, rp, start, start + HOUR)
+    if case == "ended":
+        assert client.simulate_post(f"/reservations/{rid}/end",
+                                    headers=ADMIN).status_code == 200
+    if case == "unknown":
+        # A class of the marker's shape that names no reservation.
+        rid = str(uuidlib.uuid4())
+        with db.write() as conn:
+            resource_classes.ensure(conn, marker.class_name(rid))
+    _c, got = _draw(client, rid, rp, 1,
+                    project="stranger" if case == "other_project" else "lab",
+                    **({"MEMORY_MB": 64} if case == "not_held" else {}))
+    assert got.status_code == 409, got.text
+    detail = got.json["errors"][0]["detail"]
+    expected = {
+        "other_project": ("placement.reservation.other_project",
+                          f"reservation {rid} is held by project lab"),
+        "pending": ("placement.reservation.not_active", "it starts at"),
+        "ended": ("placement.reservation.not_active", "it ended at"),
+        "unknown": ("placement.reservation.not_active", "does not exist"),
+        "not_held": ("placement.reservation.not_held", "holds no MEMORY_MB"),
+    }[case]
+    assert _code(got) == expected[0] and expected[1] in detail, detail
+    # Nothing was written.
+    assert _usage(client, rp).get("VCPU", 0) == 0
+
+
+def test_a_marker_class_unknown_to_the_service_is_placements_400(db, client):
+    rp = _provider(client)
+    _c, got = _draw(client, str(uuidlib.uuid4()), rp, 1)
+    assert got.status_code == 400, got.text
+    assert "No such resource class" in got.json["errors"][0]["detail"]
+
+
+def test_two_reservations_on_one_provider_of_one_consumer_is_a_400(db, client):
+    rp = _provider(client)
+    now = _now(db)
+    a = _reserve(client, rp, now, now + HOUR, vcpu=2)
+    b = _reserve(client, rp, now, now + HOUR, vcpu=2)
+    _c, got = _claim(client, rp, {"VCPU": 1, marker.class_name(a): 1,
+                                  marker.class_name(b): 1})
+    assert got.status_code == 400, got.text
+
+
+def test_unit_limits_still_apply_to_a_draw(db, client):
+    rp = _provider(client)
+    got = client.simulate_put(
+        f"/resource_providers/{rp}/inventories", headers=ADMIN,
+        json={"resource_provider_generation": 1, "inventories": {
+            "VCPU": {"total": 8, "step_size": 2}, "MEMORY_MB": {"total": 1024}}})
+    assert got.status_code == 200, got.text
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR)
+    _c, got = _draw(client, rid, rp, 3)
+    assert got.status_code == 409
+    assert "step_size 2" in got.json["errors"][0]["detail"]
+
+
+def test_back_to_back_booking_while_drawn_allocations_remain(db, client):
+    """A reservation right after R on the same provider is admitted while
+    R's drawn allocations exist: they end with R, so they do not take the
+    room after it (with `used` alone they would)."""
+    rp = _provider(client, vcpu=4)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
+    _c, got = _draw(client, rid, rp, 4)
+    assert got.status_code == 204, got.text
+    _reserve(client, rp, now + HOUR, now + 2 * HOUR, vcpu=4, project="next")
+    # ... and not one during R's window.
+    got = client.simulate_post("/reservations", headers=ADMIN, json={
+        "project_id": "next", "user_id": "bob", "start": text(now),
+        "end": text(now + 2 * HOUR),
+        "allocations": {rp: {"resources": {"VCPU": 1}}}})
+    assert got.status_code == 409, got.text
+    # The calendar shows no open allocation there: R's 4 are inside it.
+    cal = client.simulate_get(f"/reservations/calendar/resource_providers/{rp}",
+                              headers=ADMIN).json
+    assert cal["classes"]["VCPU"]["allocated"] == 0
+    assert cal["classes"]["VCPU"]["short"] == []
+
+
+def test_a_reservation_cannot_shrink_below_what_it_gave_out(db, client):
+    rp = _provider(client)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
+    _c, got = _draw(client, rid, rp, 3)
+    assert got.status_code == 204, got.text
+    current = client.simulate_get(f"/reservations/{rid}", headers=ADMIN).json
+
+    def change(vcpu):
+        return client.simulate_put(f"/reservations/{rid}", headers=ADMIN, json={
+            "generation": current["generation"], "start": current["start"],
+            "end": current["end"],
+            "allocations": {rp: {"resources": {"VCPU": vcpu}}}})
+    got = change(2)
+    assert got.status_code == 409 and _code(got) == "placement.reservation.overdrawn"
+    assert change(3).status_code == 200
+
+
+def test_after_the_natural_end_drawn_rows_count_nowhere_until_deleted(db, client):
+    rp = _provider(client, vcpu=4)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
+    consumer, got = _draw(client, rid, rp, 4)
+    assert got.status_code == 204, got.text
+    with db.write() as conn:
+        # As time would leave it: the window is over.
+        past = clock.now(conn) - 10
+        for table in (t.reservations, t.reservation_amounts):
+            key = table.c.id if table is t.reservations else table.c.reservation_id
+            conn.execute(update(table).where(key == select(t.reservations.c.id).where(
+                t.reservations.c.uuid == rid).scalar_subquery()).values(
+                start_at=past - HOUR, end_at=past))
+    # Still on record, as Placement shows it ...
+    assert _usage(client, rp)["VCPU"] == 4
+    # ... but taking no room in time: a reservation of everything fits.
+    _reserve(client, rp, now + HOUR, now + 2 * HOUR, vcpu=4, project="next")
+    # Deleting the ended reservation from the records takes them along.
+    assert client.simulate_delete(f"/reservations/{rid}",
+                                  headers=ADMIN).status_code == 204
+    assert client.simulate_get(f"/allocations/{consumer}",
+                               headers=ADMIN).json["allocations"] == {}
+    assert _usage(client, rp)["VCPU"] == 0
+    _ledger_is_consistent(db)
