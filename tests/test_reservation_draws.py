@@ -9,19 +9,23 @@ Times are the database's (db/clock.py), read when a test starts.
 """
 from __future__ import annotations
 
+import threading
 import uuid as uuidlib
 
 import falcon.testing
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
+from placement_lite import errors
 from placement_lite.api.times import text
 from placement_lite.app import create_app
 from placement_lite.config import Settings
 from placement_lite.db import clock
 from placement_lite.db import tables as t
 from placement_lite.db import usage_summary
-from placement_lite.ledger import marker, resource_classes
+from placement_lite.ledger import allocations, marker, reservations, resource_classes
+from placement_lite.ledger.allocations import ConsumerWrite
+from tests import factories
 
 HOUR = 3600
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
@@ -330,4 +334,86 @@ def test_after_the_natural_end_drawn_rows_count_nowhere_until_deleted(db, client
     assert client.simulate_get(f"/allocations/{consumer}",
                                headers=ADMIN).json["allocations"] == {}
     assert _usage(client, rp)["VCPU"] == 0
+    _ledger_is_consistent(db)
+
+
+# Races -------------------------------------------------------------------------------
+
+def _until_refused(db, write, out: dict, lock: threading.Lock, kind: str) -> None:
+    """Take one unit at a time with `write` until it is refused."""
+    while True:
+        try:
+            db.run_write(write)
+        except (errors.CapacityExceeded, errors.ReservationOverdrawn,
+                errors.ReservationNotActive):
+            return
+        except Exception as exc:  # noqa: BLE001 - the test reports every one
+            with lock:
+                out["unexpected"].append(repr(exc))
+            return
+        with lock:
+            out[kind] += 1
+
+
+def _one_unit(rp: str, project: str, rid: str | None = None):
+    resources = {"VCPU": 1, **({marker.class_name(rid): 1} if rid else {})}
+    return lambda conn: allocations.replace(conn, [ConsumerWrite(
+        str(uuidlib.uuid4()), project, "u", {rp: resources},
+        expected_generation=None)])
+
+
+def _run(threads) -> None:
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_draws_and_claims_racing_take_exactly_the_room(db):
+    """Threads drawing one unit at a time from R race threads claiming
+    plain units on the same provider: R gives out exactly what it holds,
+    the plain claims exactly the rest, and no instant is oversold."""
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=10)["uuid"]
+        now = clock.now(conn)
+    rid = db.run_write(lambda conn: reservations.create(
+        conn, None, "lab", "u", now, now + HOUR, {rp: {"VCPU": 6}})).uuid
+    out = {"drawn": 0, "open": 0, "unexpected": []}
+    lock = threading.Lock()
+    _run([threading.Thread(target=_until_refused, args=(
+        db, _one_unit(rp, "lab", rid) if i % 2 else _one_unit(rp, "other"),
+        out, lock, "drawn" if i % 2 else "open")) for i in range(6)])
+    assert out["unexpected"] == []
+    assert (out["drawn"], out["open"]) == (6, 4)
+    with db.read() as conn:
+        row = conn.execute(select(t.inventories)).one()
+    assert (row.used, row.drawn) == (10, 6)
+    _ledger_is_consistent(db)
+
+
+def test_draws_racing_the_reservations_end_leave_nothing_drawn(db):
+    """Draws racing an early end: each draw commits before the end (and
+    goes with it) or after it (and is refused); none outlives it."""
+    with db.write() as conn:
+        rp = factories.provider_with(conn, VCPU=64)["uuid"]
+        now = clock.now(conn)
+    rid = db.run_write(lambda conn: reservations.create(
+        conn, None, "lab", "u", now, now + HOUR, {rp: {"VCPU": 64}})).uuid
+    out = {"drawn": 0, "unexpected": []}
+    lock = threading.Lock()
+    threads = [threading.Thread(target=_until_refused, args=(
+        db, _one_unit(rp, "lab", rid), out, lock, "drawn")) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    while out["drawn"] < 3 and any(thread.is_alive() for thread in threads):
+        threading.Event().wait(0.01)
+    db.run_write(lambda conn: reservations.end(conn, rid))
+    for thread in threads:
+        thread.join()
+    assert out["unexpected"] == []
+    assert out["drawn"] >= 3
+    with db.read() as conn:
+        assert conn.scalar(select(func.count()).select_from(t.allocations)) == 0
+        row = conn.execute(select(t.inventories)).one()
+    assert (row.used, row.drawn) == (0, 0)
     _ledger_is_consistent(db)
