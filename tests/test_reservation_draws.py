@@ -417,3 +417,49 @@ def test_draws_racing_the_reservations_end_leave_nothing_drawn(db):
         row = conn.execute(select(t.inventories)).one()
     assert (row.used, row.drawn) == (0, 0)
     _ledger_is_consistent(db)
+
+
+# Quota ---------------------------------------------------------------------------------
+
+def test_a_draw_is_not_charged_twice_by_quota(db):
+    """With enforcement on and lab's VCPU limit 4: a reservation of 4
+    fills the limit at every instant of its window, and a draw inside it
+    is not refused (it is charged through the reservation already),
+    while a plain claim is; a draw by the reservation's marker is no
+    quota resource of its own, even with unregistered names at zero."""
+    from placement_lite.quota import catalog, enforce, limits, projects, reserved
+
+    settings = Settings(db=db.url, quota_enforce=True,
+                        quota_unregistered_is_zero=True)
+    enforcer = enforce.Enforcer(settings)
+    with db.write() as conn:
+        service = catalog.create_service(conn, type="placement")["id"]
+        rp = factories.provider_with(conn, VCPU=100)["uuid"]
+        limits.create_registered(conn, [
+            {"service_id": service, "resource_name": name, "default_limit": 1000}
+            for name in ("class:VCPU", "lease:VCPU:hours", "consumers:unknown")])
+        now = clock.now(conn)
+    with db.write() as conn:
+        projects.create(conn, external_id="lab", name="lab", parent=None,
+                        max_depth=enforcer.model.max_depth)
+        limits.create_limits(conn, [{
+            "project_id": "lab", "service_id": service,
+            "resource_name": "class:VCPU", "resource_limit": 4}], enforcer.model)
+    rid = db.run_write(lambda conn: reservations.create(
+        conn, None, "lab", "u", now, now + HOUR, {rp: {"VCPU": 4}},
+        [reserved.check_for(enforcer)])).uuid
+
+    def write(resources, consumer=None):
+        return lambda conn: allocations.replace(conn, [ConsumerWrite(
+            consumer or str(uuidlib.uuid4()), "lab", "u", {rp: resources},
+            expected_generation=None)], [enforcer])
+    with pytest.raises(errors.OverLimit):
+        db.run_write(write({"VCPU": 1}))
+    db.run_write(write({"VCPU": 3, marker.class_name(rid): 1}))
+    db.run_write(write({"VCPU": 1, marker.class_name(rid): 1}))
+    # Once it ends, what it gave out is gone, and its room in the limit
+    # is open to plain claims.
+    db.run_write(lambda conn: reservations.end(conn, rid, [reserved.check_for(enforcer)]))
+    db.run_write(write({"VCPU": 4}))
+    with pytest.raises(errors.OverLimit):
+        db.run_write(write({"VCPU": 1}))

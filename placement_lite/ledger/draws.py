@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Mapping, Optional
 
-from sqlalchemy import bindparam, delete, exists, func, select
+from sqlalchemy import bindparam, delete, exists, func, insert, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from placement_lite import errors
 from placement_lite.db import clock
@@ -251,22 +252,41 @@ def release(conn: Connection, reservation_id: int) -> None:
     usage_summary.apply(conn, deltas)
 
 
-def ensure_marker(conn: Connection, r_uuid: str) -> None:
-    """Create the reservation's marker class unless it exists, so a
-    flavor can name it and GET /resource_classes/<it> answers 200."""
-    resource_classes.ensure(conn, marker.class_name(r_uuid))
+def marker_columns():
+    """Columns for a create's first round trip (bind parameter `marker`:
+    the class's name): whether the marker class exists, and the highest
+    custom class id, so creating it costs one statement more."""
+    rc = t.resource_classes
+    return (select(rc.c.id).where(rc.c.name == bindparam("marker"))
+            .scalar_subquery().label("marker_id"),
+            select(func.max(rc.c.id)).where(rc.c.id >= t.CUSTOM_CLASS_MIN_ID)
+            .scalar_subquery().label("top_class_id"))
+
+
+def ensure_marker(conn: Connection, r_uuid: str, pre) -> None:
+    """Create the reservation's marker class unless it exists (`pre`:
+    the row marker_columns read), so a flavor can name it and GET
+    /resource_classes/<it> answers 200."""
+    if pre.marker_id is not None:
+        return
+    top = pre.top_class_id
+    try:
+        conn.execute(insert(t.resource_classes).values(
+            id=t.CUSTOM_CLASS_MIN_ID if top is None else top + 1,
+            name=marker.class_name(r_uuid)))
+    except IntegrityError:
+        # Another writer took the id (or made the class) after our read:
+        # a new transaction reads again.
+        raise errors.RaceLost(
+            f"Another request created a resource class while reservation "
+            f"{r_uuid}'s was being created; try again.")
 
 
 def drop_marker(conn: Connection, r_uuid: str) -> None:
     """Delete the reservation's marker class unless something still
     refers to it (an inventory, an allocation, a reservation's amount):
-    then it stays, and does no harm."""
-    found = resource_classes.find(conn, marker.class_name(r_uuid))
-    if found is None:
-        return
-    for table in (t.inventories, t.allocations, t.reservation_amounts):
-        if conn.scalar(select(exists().where(
-                table.c.resource_class_id == found.id))):
-            return
-    conn.execute(delete(t.resource_classes).where(
-        t.resource_classes.c.id == found.id))
+    then it stays, and does no harm. One statement."""
+    rc = t.resource_classes
+    unused = [~exists().where(table.c.resource_class_id == rc.c.id)
+              for table in (t.inventories, t.allocations, t.reservation_amounts)]
+    conn.execute(delete(rc).where(rc.c.name == marker.class_name(r_uuid), *unused))

@@ -38,7 +38,7 @@ from placement_lite import errors
 from placement_lite.db import clock
 from placement_lite.db import tables as t
 from placement_lite.ledger import (
-    consumers, draws, lookup, reservation_reads, reservation_room,
+    consumers, draws, lookup, marker, reservation_reads, reservation_room,
     resource_classes)
 from placement_lite.ledger.allocations import ClaimCheck
 from placement_lite.ledger.generations import utcnow
@@ -135,6 +135,7 @@ def _before_create(dialect_name: str):
                 .scalar_subquery())
     return select(clock.now_expr(dialect_name).label("db_now"),
                   named(_r, _r.c.uuid, "r_uuid").label("taken"),
+                  *draws.marker_columns(),
                   named(t.projects, t.projects.c.external_id, "project")
                   .label("project"),
                   named(t.users, t.users.c.external_id, "user").label("user"))
@@ -272,7 +273,8 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
     amounts, names = _resolve(conn, allocations)
     after = [check.before_write(conn, {project_id}) for check in checks]
     pre = conn.execute(_before_create(conn.dialect.name), {
-        "r_uuid": uuid, "project": project_id, "user": user_id}).one()
+        "r_uuid": uuid, "project": project_id, "user": user_id,
+        "marker": marker.class_name(uuid)}).one()
     if pre.taken is not None:
         raise errors.ReservationExists(
             f"Unable to reserve: reservation {uuid} already exists. Change it "
@@ -285,7 +287,7 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
     user = pre.user if pre.user is not None else consumers.ensure_user(conn, user_id)
     # Its marker class, before the providers' locks as an owner is: a
     # flavor names it to draw from the reservation.
-    draws.ensure_marker(conn, uuid)
+    draws.ensure_marker(conn, uuid, pre)
     _admit(conn, amounts, names, start, end)
     try:
         row_id = conn.execute(insert(_r).values(

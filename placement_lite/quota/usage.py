@@ -5,8 +5,14 @@ Allocation sums and consumer counts come from the usage summary
 transaction: a claim's quota check reads a few rows per project, however
 many consumers the project tree has.
 
-  class:<RESOURCE_CLASS>      sum of allocations of that class by the
-                              project's consumers
+  class:<RESOURCE_CLASS>      sum of the open allocations of that class
+                              by the project's consumers: those drawn from
+                              a reservation are charged through it (at
+                              every instant of its window, booked.py), so
+                              they are left out here rather than counted
+                              twice (docs/reservations.md, "Using a
+                              reservation"). A reservation's marker class
+                              is no quota resource: it takes no room.
   consumers:<CONSUMER_TYPE>   how many consumers of that type the project
                               has (`consumers:unknown`: those without type)
   lease:<resource_type>:hours reserved time charged to the project in the
@@ -25,6 +31,7 @@ from sqlalchemy.engine import Connection
 from placement_lite import errors
 from placement_lite.db import tables as t
 from placement_lite.db import usage_summary
+from placement_lite.ledger import marker
 
 UNKNOWN_CONSUMER_TYPE = "unknown"
 
@@ -81,9 +88,11 @@ def usage(conn: Connection, project_ids: Iterable[int], names: Iterable[str],
             .join(rc, rc.c.id == s.c.resource_class_id)
             .where(s.c.project_id.in_(project_ids), rc.c.name.in_(classes))
             .group_by(s.c.project_id, rc.c.name))
+        drawn = _drawn(conn, project_ids, classes)
         for pid, cls, used in rows:
+            used = int(used or 0) - drawn.get((pid, cls), 0)
             if used:
-                put(("class", cls), pid, int(used))
+                put(("class", cls), pid, used)
 
     ctypes = [key for kind, key in by_source if kind == "consumers"]
     if ctypes:
@@ -112,6 +121,23 @@ def usage(conn: Connection, project_ids: Iterable[int], names: Iterable[str],
     return out
 
 
+def _drawn(conn: Connection, project_ids: list[int], classes: list[str]
+           ) -> dict[tuple[int, str], int]:
+    """(project id, class name) -> what the projects' consumers drew from
+    reservations, for the given classes: one statement on the drawn rows
+    alone (allocations' reservation index), none of which exist where
+    nobody draws."""
+    a, c, rc = t.allocations, t.consumers, t.resource_classes
+    rows = conn.execute(
+        select(c.c.project_id, rc.c.name, func.sum(a.c.used))
+        .select_from(a).join(c, c.c.id == a.c.consumer_id)
+        .join(rc, rc.c.id == a.c.resource_class_id)
+        .where(a.c.reservation_id.is_not(None), c.c.project_id.in_(project_ids),
+               rc.c.name.in_(classes))
+        .group_by(c.c.project_id, rc.c.name))
+    return {(pid, name): int(n) for pid, name, n in rows if n}
+
+
 def names_in_use(conn: Connection, project_ids: Iterable[int]) -> set[str]:
     """Every class:/consumers: name with non-zero usage in these projects."""
     project_ids = list(set(project_ids))
@@ -121,7 +147,8 @@ def names_in_use(conn: Connection, project_ids: Iterable[int]) -> set[str]:
     mine = (s.c.project_id.in_(project_ids), s.c.amount != 0)
     names = {f"class:{n}" for n in conn.scalars(
         select(rc.c.name).distinct().select_from(s)
-        .join(rc, rc.c.id == s.c.resource_class_id).where(*mine))}
+        .join(rc, rc.c.id == s.c.resource_class_id).where(*mine))
+        if marker.reservation_uuid(n) is None}
     names |= {f"consumers:{n or UNKNOWN_CONSUMER_TYPE}" for n in conn.scalars(
         select(ct.c.name).distinct().select_from(s)
         .outerjoin(ct, ct.c.id == s.c.consumer_type_id)
