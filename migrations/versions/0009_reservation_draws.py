@@ -21,6 +21,28 @@ def upgrade() -> None:
         batch.create_foreign_key("fk_allocations_reservation_id", "reservations",
                                  ["reservation_id"], ["id"])
         batch.create_index("ix_allocations_reservation", ["reservation_id"])
+    _marker_classes()
+
+
+def _marker_classes() -> None:
+    """Each reservation already on record gets its marker class, as a
+    new one does when it is created (CUSTOM_RESERVATION_<ID>: the id
+    upper-cased, dashes as underscores; ledger/marker.py)."""
+    conn = op.get_bind()
+    rc = sa.table("resource_classes", sa.column("id", sa.Integer),
+                  sa.column("name", sa.String))
+    r = sa.table("reservations", sa.column("uuid", sa.String))
+    names = {"CUSTOM_RESERVATION_" + u.upper().replace("-", "_")
+             for u in conn.execute(sa.select(r.c.uuid)).scalars()}
+    names -= set(conn.execute(sa.select(rc.c.name).where(
+        rc.c.name.in_(sorted(names)))).scalars()) if names else set()
+    if not names:
+        return
+    top = conn.execute(sa.select(sa.func.max(rc.c.id))
+                       .where(rc.c.id >= 10000)).scalar()
+    first = 10000 if top is None else top + 1
+    conn.execute(sa.insert(rc), [{"id": first + i, "name": name}
+                                 for i, name in enumerate(sorted(names))])
 
 
 def downgrade() -> None:
