@@ -61,6 +61,8 @@ def main(argv=None) -> int:
             return _db_compare(settings, args)
         if args.db_command == "check":
             return _db_check(settings)
+        if args.db_command == "sweep-draws":
+            return _db_sweep_draws(settings)
         return _db(settings, args)
     except StartupError as exc:
         print(f"placement-lite: cannot start: {exc}", file=sys.stderr)
@@ -207,6 +209,36 @@ def _db_check(settings) -> int:
     finally:
         database.dispose()
     return _differences(lines)
+
+
+def _db_sweep_draws(settings) -> int:
+    """Remove what ended reservations gave out; print how much."""
+    from placement_lite.ledger import draws
+    from placement_lite.server import _database_error
+    from sqlalchemy.exc import SQLAlchemyError
+
+    database = _open(settings)
+    try:
+        if not _schema_current(database, "`placement-lite db upgrade`"):
+            return 1
+        swept = rows = 0
+        while True:
+            with database.read() as conn:
+                todo = draws.ended_with_draws(conn)
+            before = rows
+            for r_uuid in todo:
+                rows += database.run_write(lambda conn: draws.sweep(conn, r_uuid))
+                swept += 1
+            # A full page again only while it removes something: a page
+            # left as it was would be read again and again.
+            if len(todo) < 1000 or rows == before:
+                break
+    except (SQLAlchemyError, OSError) as exc:
+        raise _database_error(settings, exc) from None
+    finally:
+        database.dispose()
+    print(f"{rows} drawn allocation rows of {swept} ended reservations removed")
+    return 0
 
 
 def _report(settings, args) -> int:

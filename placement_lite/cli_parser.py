@@ -273,6 +273,10 @@ def _add_db(sub: argparse._SubParsersAction) -> None:
         "check", help="check that the sums kept beside the allocations (each "
         "inventory's used, the project usage summary) agree with them; "
         "read-only"))
+    _database_options(db_sub.add_parser(
+        "sweep-draws", help="remove the allocations drawn from reservations "
+        "that have ended (they count nowhere in time already); each "
+        "reservation in its own transaction, as an early end removes them"))
     cmp_ = db_sub.add_parser(
         "compare", help="compare an OpenStack Placement database with this "
         "one, row by row (after an import; stop Placement's writers first)")

@@ -310,12 +310,57 @@ def test_a_reservation_cannot_shrink_below_what_it_gave_out(db, client):
     assert change(3).status_code == 200
 
 
-def test_after_the_natural_end_drawn_rows_count_nowhere_until_deleted(db, client):
+def _drawn_then_ended(db, client):
+    """A reservation of all 4 VCPU of a provider, all drawn by one
+    consumer, whose window then ends naturally."""
     rp = _provider(client, vcpu=4)
     now = _now(db)
     rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
     consumer, got = _draw(client, rid, rp, 4)
     assert got.status_code == 204, got.text
+    _end_naturally(db, rid)
+    return rp, rid, consumer, now
+
+
+def test_after_the_natural_end_drawn_rows_count_nowhere_until_deleted(db, client):
+    rp, rid, consumer, now = _drawn_then_ended(db, client)
+    # Still on record, as Placement shows it ...
+    assert _usage(client, rp)["VCPU"] == 4
+    # ... but taking no room in time: a reservation of everything fits.
+    _reserve(client, rp, now + HOUR, now + 2 * HOUR, vcpu=4, project="next")
+    # Drawing from it again is refused, as from any ended reservation.
+    _c, got = _draw(client, rid, rp, 1)
+    assert got.status_code == 409 and _code(got) == "placement.reservation.not_active"
+    # Deleting the ended reservation from the records takes them along.
+    assert client.simulate_delete(f"/reservations/{rid}",
+                                  headers=ADMIN).status_code == 204
+    assert client.simulate_get(f"/allocations/{consumer}",
+                               headers=ADMIN).json["allocations"] == {}
+    assert _usage(client, rp)["VCPU"] == 0
+    _ledger_is_consistent(db)
+
+
+def test_the_sweep_removes_what_ended_reservations_gave_out(db, client, capsys):
+    from placement_lite import cli
+
+    rp, rid, consumer, _now_ = _drawn_then_ended(db, client)
+    live = _reserve(client, rp, _now(db), _now(db) + HOUR, vcpu=4, project="next")
+    kept, got = _draw(client, live, rp, 1, project="next")
+    assert got.status_code == 204, got.text
+    assert cli.main(["db", "sweep-draws", "--db", db.url]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "2 drawn allocation rows of 1 ended reservations removed")
+    assert client.simulate_get(f"/allocations/{consumer}",
+                               headers=ADMIN).json["allocations"] == {}
+    # A live reservation's draws stay, and the ended one stays on record.
+    assert client.simulate_get(f"/allocations/{kept}",
+                               headers=ADMIN).json["allocations"] != {}
+    assert client.simulate_get(f"/reservations/{rid}", headers=ADMIN).status_code == 200
+    assert _usage(client, rp)["VCPU"] == 1
+    _ledger_is_consistent(db)
+
+
+def _end_naturally(db, rid) -> None:
     with db.write() as conn:
         # As time would leave it: the window is over.
         past = clock.now(conn) - 10
@@ -324,17 +369,6 @@ def test_after_the_natural_end_drawn_rows_count_nowhere_until_deleted(db, client
             conn.execute(update(table).where(key == select(t.reservations.c.id).where(
                 t.reservations.c.uuid == rid).scalar_subquery()).values(
                 start_at=past - HOUR, end_at=past))
-    # Still on record, as Placement shows it ...
-    assert _usage(client, rp)["VCPU"] == 4
-    # ... but taking no room in time: a reservation of everything fits.
-    _reserve(client, rp, now + HOUR, now + 2 * HOUR, vcpu=4, project="next")
-    # Deleting the ended reservation from the records takes them along.
-    assert client.simulate_delete(f"/reservations/{rid}",
-                                  headers=ADMIN).status_code == 204
-    assert client.simulate_get(f"/allocations/{consumer}",
-                               headers=ADMIN).json["allocations"] == {}
-    assert _usage(client, rp)["VCPU"] == 0
-    _ledger_is_consistent(db)
 
 
 # Races -------------------------------------------------------------------------------

@@ -211,7 +211,7 @@ def check_shrink(conn: Connection, reservation_id: int, r_uuid: str,
                 "allocations first, or end the reservation.")
 
 
-def release(conn: Connection, reservation_id: int) -> None:
+def release(conn: Connection, reservation_id: int) -> int:
     """Delete every allocation drawn from the reservation and its marker
     rows, in the caller's transaction (which holds the reservation's
     exclusive lock): the consumers are locked (their generations move, as
@@ -221,7 +221,7 @@ def release(conn: Connection, reservation_id: int) -> None:
     ids = sorted(set(conn.scalars(select(_a.c.consumer_id).where(
         _a.c.reservation_id == reservation_id))))
     if not ids:
-        return
+        return 0
     c = t.consumers
     uuids = conn.scalars(select(c.c.uuid).where(c.c.id.in_(ids))).all()
     stored = consumers.get_many(conn, uuids)
@@ -250,6 +250,31 @@ def release(conn: Connection, reservation_id: int) -> None:
         deltas.holding(consumer.owner, cid, dict(after[cid]), 1)
     consumers.delete_if_empty(conn, by_id)
     usage_summary.apply(conn, deltas)
+    return sum(1 for _cid, _rp, _rc, _n, rid in rows if rid == reservation_id)
+
+
+# After a natural end -------------------------------------------------------------
+
+def ended_with_draws(conn: Connection, limit: int = 1000) -> list[str]:
+    """Uuids of reservations that have ended and still have drawn rows
+    (or marker rows) on record: what `sweep` removes."""
+    return list(conn.scalars(
+        select(_r.c.uuid).where(_r.c.end_at <= clock.now_expr(conn.dialect.name),
+                                exists().where(_a.c.reservation_id == _r.c.id))
+        .order_by(_r.c.id).limit(limit)))
+
+
+def sweep(conn: Connection, r_uuid: str) -> int:
+    """Remove what an ended reservation gave out, as an early end does,
+    under the reservation's exclusive lock (the lock order of an end:
+    the reservation, then its consumers); the rows removed. A
+    reservation not ended (or gone) is left alone."""
+    row = conn.execute(select(_r.c.id, _r.c.end_at,
+                              clock.now_expr(conn.dialect.name).label("db_now"))
+                       .where(_r.c.uuid == r_uuid).with_for_update()).first()
+    if row is None or row.end_at > row.db_now:
+        return 0
+    return release(conn, row.id)
 
 
 def marker_columns():
