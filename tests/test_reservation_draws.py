@@ -497,3 +497,25 @@ def test_a_draw_is_not_charged_twice_by_quota(db):
     db.run_write(write({"VCPU": 4}))
     with pytest.raises(errors.OverLimit):
         db.run_write(write({"VCPU": 1}))
+
+
+def test_window_candidates_count_a_drawn_allocation_once(db, client):
+    """Inside R's window its drawn allocations are inside R's amount:
+    8 VCPU, R holds 4 and all 4 are drawn, so 4 are free there (not 0),
+    and `used` in the summaries is what takes room: 4."""
+    rp = _provider(client)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
+    _c, got = _draw(client, rid, rp, 4)
+    assert got.status_code == 204, got.text
+
+    def ask(vcpu):
+        got = client.simulate_get("/reservations/allocation_candidates", headers=ADMIN,
+                                  params={"start": text(now), "end": text(now + HOUR),
+                                          "resources": f"VCPU:{vcpu}"})
+        assert got.status_code == 200, got.text
+        return got.json
+    found = ask(4)
+    assert [list(a["allocations"]) for a in found["allocation_requests"]] == [[rp]]
+    assert found["provider_summaries"][rp]["resources"]["VCPU"]["used"] == 4
+    assert ask(5)["allocation_requests"] == []

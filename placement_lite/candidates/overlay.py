@@ -71,5 +71,6 @@ def window(conn: Connection, start: int, end: int) -> Optional[Overlay]:
     """The overlay of what reservations hold over [start, end), or None
     where they hold nothing there (the request is then a plain one, and
     shares everything plain ones keep)."""
-    found = Overlay(reserved.peaks(conn, start, end))
+    # Less what is drawn from reservations: that is in `used` already.
+    found = Overlay(reserved.peaks(conn, start, end, less_drawn=True))
     return found if found else None

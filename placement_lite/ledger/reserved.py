@@ -6,13 +6,22 @@ instant of the window (ledger/timeline.py). That peak is read here for
 every provider at once: one statement over the rows overlapping the
 window (the reservation_amounts index on (end_at, start_at)), and the
 step function of each (provider, class) worked out in Python.
+
+Allocations drawn from a reservation (ledger/draws.py) live inside its
+amount, but are also in each inventory row's `used`, which is what the
+candidate engine reads. So the room taken beyond `used` is the peak less
+what is drawn there (`less_drawn`), read in the same statement. It is
+never below 0: a negative extra would give back room that the SQL reader's
+statements, which know only `used`, have already refused. That leaves the
+answer conservative where drawn allocations outlive their reservation's
+part of the window.
 """
 from __future__ import annotations
 
 from itertools import groupby
 from operator import itemgetter
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import and_, bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -20,21 +29,28 @@ from placement_lite.db.engine import driver_rows
 from placement_lite.ledger import timeline
 
 _RA = t.reservation_amounts
+_INV = t.inventories
 # Up to this many windows on one (provider, class), the peak is summed at
 # each window's start; past it, the steps are built (ledger/timeline.py).
 FEW = 8
 _KEY = itemgetter(0, 1)
 _OVERLAPPING = select(
     _RA.c.resource_provider_id, _RA.c.resource_class_id,
-    _RA.c.start_at, _RA.c.end_at, _RA.c.amount).where(
+    _RA.c.start_at, _RA.c.end_at, _RA.c.amount,
+    # One row per key on the inventories' unique (provider, class) index.
+    func.coalesce(_INV.c.drawn, 0)).select_from(_RA.outerjoin(_INV, and_(
+        _INV.c.resource_provider_id == _RA.c.resource_provider_id,
+        _INV.c.resource_class_id == _RA.c.resource_class_id))).where(
         _RA.c.end_at > bindparam("start"), _RA.c.start_at < bindparam("end"))
 
 
-def peaks(conn: Connection, start: int, end: int) -> dict[tuple[int, int], int]:
+def peaks(conn: Connection, start: int, end: int,
+          less_drawn: bool = False) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> the most reserved there at any instant
     of [start, end), for the keys where that is more than nothing. The
     caller clips `start` to the database's now: a reservation that has
-    ended counts nowhere."""
+    ended counts nowhere. With `less_drawn`, less what is drawn there
+    (the module's docstring says why, and why never below 0)."""
     if start >= end:
         return {}
     # Tens of thousands of rows at a year of reservations: the driver's
@@ -51,7 +67,9 @@ def peaks(conn: Connection, start: int, end: int) -> dict[tuple[int, int], int]:
         elif len(held) <= FEW:
             top = _few_peak(held, start)
         else:
-            top = timeline.peak([row[2:] for row in held], start, end)
+            top = timeline.peak([row[2:5] for row in held], start, end)
+        if less_drawn:
+            top -= held[0][5]
         if top > 0:
             out[key] = int(top)
     return out
