@@ -119,6 +119,10 @@ def test_the_marker_class_comes_and_goes_with_the_reservation(db, client):
     name = marker.class_name(rid)
     assert client.simulate_get(f"/resource_classes/{name}",
                                headers=ADMIN).status_code == 200
+    # It cannot be deleted under the reservation.
+    got = client.simulate_delete(f"/resource_classes/{name}", headers=ADMIN)
+    assert got.status_code == 409, got.text
+    assert f"It names reservation {rid}" in got.json["errors"][0]["detail"]
     assert client.simulate_delete(f"/reservations/{rid}",
                                   headers=ADMIN).status_code == 204
     assert client.simulate_get(f"/resource_classes/{name}",

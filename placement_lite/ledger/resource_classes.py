@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from placement_lite import errors
 from placement_lite.db import facts_log
 from placement_lite.db import tables as t
-from placement_lite.ledger import lookup, reserved_ahead
+from placement_lite.ledger import lookup, marker, reserved_ahead
 from placement_lite.ledger.providers import utcnow
 
 _rc = t.resource_classes
@@ -146,6 +146,14 @@ def delete_class(conn: Connection, name: str) -> None:
                 f"Error in delete resource class: Cannot delete resource class "
                 f"{name}. Class is in use in inventory. (Providers still have "
                 f"{what} of it; remove that first.)")
+    named = marker.reservation_uuid(name)
+    if named is not None and conn.scalar(select(exists().where(
+            t.reservations.c.uuid == named))):
+        raise errors.Conflict(
+            f"Error in delete resource class: Cannot delete resource class "
+            f"{name}. Class is in use in inventory. (It names reservation "
+            f"{named}, which claims draw from through it; the class goes "
+            "when the reservation is deleted.)")
     counts = reserved_ahead.live_counts(conn, class_ids=[current.id])
     n_live, rows = counts.get(current.id, (0, 0))
     if n_live:
