@@ -278,3 +278,20 @@ def test_old_microversions_list_the_marker_too(db, client):
         "resource_provider": {"uuid": a},
         "resources": {"VCPU": 2, "MEMORY_MB": 2048, mark: 1}}]}]
     assert found["provider_summaries"][a]["resources"][mark] == {"capacity": 1, "used": 0}
+
+
+def test_a_random_sample_draws_too(db):
+    client = falcon.testing.TestClient(create_app(
+        Settings(db=db.url, randomize_allocation_candidates=True), db))
+    hosts = [_host(client) for _ in range(3)]
+    now = _now(db)
+    rid = _reserve(client, {rp: {"VCPU": 2, "MEMORY_MB": 2048} for rp in hosts},
+                   now, now + HOUR)
+    mark = marker.class_name(rid)
+    seen = set()
+    for _ in range(12):
+        (request,) = _candidates(client, _flavor(rid) + "&limit=1")["allocation_requests"]
+        ((rp, resources),) = request["allocations"].items()
+        assert resources["resources"][mark] == 1
+        seen.add(rp)
+    assert seen <= set(hosts)

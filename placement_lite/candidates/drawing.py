@@ -10,21 +10,21 @@ here the request is answered as the claim will judge it
 (docs/reservations.md, "Using a reservation"):
 
 - R not on record, or not active at the database's now: no candidates.
-- Otherwise, per tree holding one of R's providers, the plain search
-  without the marker, the marker's group kept to that tree, with an
-  Overlay (overlay.py) making each class R holds on each of its
-  providers there show as free exactly what R has left of it
-  (R.amount - what R's drawn allocations hold there, never more than
-  the provider's own free room).
-- Of that tree's candidates, those kept put the classes R holds on
-  exactly one of R's providers P (where the marker goes, with the amount
-  asked), all the marker group's classes R holds on P on P, and nothing
-  on P that R does not hold there (the claim would refuse it). Other
-  groups are answered as usual.
-- The trees' answers are joined, in order of their roots' ids, then cut
-  to `limit` (and max_allocation_candidates).
+- Otherwise, one search of the request without the marker, over the
+  trees holding R's providers alone (the sharing providers reaching them
+  serve as usual; an in_tree would refuse them), with an Overlay
+  (overlay.py) making each class R holds on each of its providers show
+  as free exactly what R has left of it (R.amount - what R's drawn
+  allocations hold there, never more than the provider's own free room).
+- Of its candidates, those kept put the classes R holds on exactly one
+  of R's providers P (where the marker goes, with the amount asked), all
+  the marker group's classes R holds on P on P, and nothing on P that R
+  does not hold there (the claim would refuse it). Other groups are
+  answered as usual.
+- `limit` (and max_allocation_candidates) cut what is kept, in the
+  search's order (shuffled first when candidates are randomized).
 
-The summaries are those of the joined answer, with the same Overlay: a
+The summaries are those of the answer, with the same Overlay: a
 class R holds on P shows `capacity - used` = what R has left there. The
 marker shows on R's providers among them, `used` = the marker units R's
 consumers hold there, `capacity` = that plus the amount asked where a
@@ -45,7 +45,7 @@ from sqlalchemy.engine import Connection
 from placement_lite import errors
 from placement_lite.candidates import engine, filters, summaries
 from placement_lite.candidates.overlay import Overlay
-from placement_lite.candidates.plan import Candidate, Layout
+from placement_lite.candidates.plan import Candidate
 from placement_lite.candidates.query import CandidateRequest
 from placement_lite.db import clock
 from placement_lite.db import tables as t
@@ -190,14 +190,7 @@ class _Marking:
         key = (cand.layout, pos)
         layout = self._made.get(key)
         if layout is None:
-            old = cand.layout
-            layout = Layout.__new__(Layout)
-            layout.allocations = tuple(
-                (p, {**res, self.rc: self.amount}) if p == pos else (p, res)
-                for p, res in old.allocations)
-            layout.mappings = old.mappings
-            layout.allocating = old.allocating
-            self._made[key] = layout
+            layout = self._made[key] = cand.layout.adding(pos, self.rc, self.amount)
         return Candidate(cand.providers, layout)
 
 
