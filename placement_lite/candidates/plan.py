@@ -151,6 +151,15 @@ class Layout:
         # resources maps a provider it takes nothing from).
         self.allocating = tuple(allocations)
 
+    def adding(self, pos: int, rc: int, amount: int) -> "Layout":
+        """This layout with `amount` of class `rc` on the provider at
+        position `pos` too (a reservation's marker: candidates/drawing.py)."""
+        out = Layout.__new__(Layout)
+        out.allocations = tuple((p, {**res, rc: amount}) if p == pos else (p, res)
+                                for p, res in self.allocations)
+        out.mappings, out.allocating = self.mappings, self.allocating
+        return out
+
 
 class Candidate:
     """One answer: distinct provider ids, in slot order, and their Layout."""

@@ -20,7 +20,7 @@ from placement_lite.api.schemas import allocation_candidates as schema
 from placement_lite.api.versions import (
     ALL_RESOURCES_IN_SUMMARIES, ALLOCATION_CANDIDATES, CANDIDATE_REQUIRED,
     DICT_ALLOCATIONS, MAPPINGS, NESTED_CANDIDATES)
-from placement_lite.candidates import answer
+from placement_lite.candidates import answer, drawing
 from placement_lite.candidates.flow import Flow
 from placement_lite.candidates.query import parse_candidate_request
 
@@ -53,13 +53,19 @@ class AllocationCandidates:
     @versioned(ALLOCATION_CANDIDATES)
     def on_get(self, req, resp):
         version = req.context.microversion
-        self.respond(req, resp, _wanted(req.query_string, version), version)
+        wanted = _wanted(req.query_string, version)
+        # A request naming a reservation's marker class is answered as a
+        # claim drawing from it is judged (candidates/drawing.py).
+        find = drawing.answer if drawing.named(wanted) is not None else answer.answer
+        self.respond(req, resp, wanted, version, find=find)
 
-    def respond(self, req, resp, wanted, version, overlay_of=None) -> None:
+    def respond(self, req, resp, wanted, version, overlay_of=None,
+                find=answer.answer) -> None:
         """Answer the parsed request `wanted` in the shape of `version`.
         `overlay_of(conn)`: the extra `used` for this request
         (candidates/overlay.py), read in the answer's transaction (None:
-        none)."""
+        none). `find`: answer.answer, or a function of its arguments
+        answering a kind of request its own way."""
         fmt = text.Format(
             dict_allocations=version.has(DICT_ALLOCATIONS), mappings=version.has(MAPPINGS),
             classes=None if version.has(ALL_RESOURCES_IN_SUMMARIES)
@@ -70,7 +76,7 @@ class AllocationCandidates:
         with ExitStack() as reading:
             conn = reading.enter_context(self.services.db.read())
             snapshot = self.services.facts_now(conn)
-            found = answer.answer(
+            found = find(
                 conn, wanted,
                 answer.Shown(fmt.classes, fmt.traits, fmt.tree, by_tree=fmt.dict_allocations),
                 settings.max_allocation_candidates, settings.randomize_allocation_candidates,
