@@ -1,0 +1,171 @@
+"""What reservations hold from now on, for plain candidates.
+
+A claim has no end, so it is refused unless it leaves room for the most
+reserved at any instant from now on (ledger/capacity.py, ledger/
+reserved_ahead.py). Plain candidates leave the same room, so that a
+scheduler is not offered a provider whose claim would then be refused:
+that most, per (provider, class), is extra `used` (overlay.py).
+
+With the process's copy of the facts, the windows not ended when the copy
+read them are part of it (Snapshot.ahead, an Ahead): reservation writes
+log the providers they reserve on in the facts log (ledger/
+reservations.py), so a request's usual check of the log's heads tells
+whether they moved, and a copy without any windows costs a request
+nothing more. Where the copy has some, the overlay depends only on the
+instant, and only drops where a window ends: at the database's now T it
+holds until the first end after T. So one process keeps the last overlay
+made (AheadOverlays), with the instant it was made at and the one it
+holds until, and a request asks only the database's now (one statement)
+to know whether it still holds; once every window has ended, not even
+that, until the copy changes.
+
+Without the copy, a request reads the windows not ended (one statement,
+none found where nothing is reserved ahead).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Iterable, Mapping, NamedTuple, Optional
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.engine import Connection
+
+from placement_lite.candidates.overlay import Overlay
+from placement_lite.db import clock
+from placement_lite.db import tables as t
+from placement_lite.db.engine import driver_rows
+from placement_lite.ledger.reserved_ahead import peak_from_now
+
+_RA = t.reservation_amounts
+IN_CHUNK = 500
+
+
+@lru_cache(maxsize=8)
+def _statements(dialect_name: str) -> tuple:
+    """(every window not ended, those on given providers), judged by the
+    database's now."""
+    live = _RA.c.end_at > clock.now_expr(dialect_name)
+    cols = (_RA.c.resource_provider_id, _RA.c.resource_class_id,
+            _RA.c.start_at, _RA.c.end_at, _RA.c.amount)
+    return (select(*cols).where(live),
+            select(*cols).where(
+                _RA.c.resource_provider_id.in_(bindparam("ids", expanding=True)), live))
+
+
+class Ahead:
+    """(provider id, class id) -> the windows (start, end, amount) on it
+    not ended when they were read. Never changed once made."""
+
+    __slots__ = ("windows", "providers")
+
+    def __init__(self, windows: Mapping[tuple, tuple]):
+        self.windows = {key: ws for key, ws in windows.items() if ws}
+        self.providers = frozenset(rp for rp, _rc in self.windows)
+
+    def __bool__(self) -> bool:
+        return bool(self.windows)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Ahead) and other.windows == self.windows
+
+    __hash__ = None  # equal by value, and not for keeping in sets
+
+    def at(self, now: int) -> "Made":
+        """The overlay at the database's instant `now`, and the instant
+        it holds until (None: for ever, as nothing is reserved ahead any
+        more). What a claim leaves room for, per key: the peak of its
+        windows not ended at `now` (reserved_ahead.peak_from_now)."""
+        extra, until = {}, None
+        for key, windows in self.windows.items():
+            live = [w for w in windows if w[1] > now]
+            if not live:
+                continue
+            first_end = min(w[1] for w in live)
+            until = first_end if until is None or first_end < until else until
+            extra[key] = peak_from_now(live)
+        found = Overlay(extra)
+        return Made(self, now, until, found if found else None)
+
+
+NONE = Ahead({})
+
+
+class Made(NamedTuple):
+    """An overlay made from `ahead` at `at`, right for every instant in
+    [at, until) (until None: from `at` on)."""
+    ahead: Ahead
+    at: int
+    until: Optional[int]
+    overlay: Optional[Overlay]
+
+
+def _grouped(rows: Iterable[tuple]) -> dict:
+    out: dict = {}
+    for rp, rc, start, end, amount in rows:
+        out.setdefault((rp, rc), []).append((int(start), int(end), int(amount)))
+    return {key: tuple(sorted(ws)) for key, ws in out.items()}
+
+
+def read_all(conn: Connection) -> Ahead:
+    """Every window not ended, for a copy read whole (one statement)."""
+    rows = driver_rows(conn, _statements(conn.dialect.name)[0])
+    return Ahead(_grouped(rows)) if rows else NONE
+
+
+def read_again(conn: Connection, old: Ahead, changed: Iterable[int]) -> Ahead:
+    """`old` with the windows on the `changed` providers read again; `old`
+    itself when they are as they were (what was made from it holds)."""
+    ids = sorted(set(changed))
+    stmt = _statements(conn.dialect.name)[1]
+    rows: list = []
+    for i in range(0, len(ids), IN_CHUNK):
+        rows.extend(driver_rows(conn, stmt, {"ids": ids[i:i + IN_CHUNK]}))
+    read = _grouped(rows)
+    ids_set = set(ids)
+    before = {key: ws for key, ws in old.windows.items() if key[0] in ids_set}
+    if before == read:
+        return old
+    windows = {key: ws for key, ws in old.windows.items() if key[0] not in ids_set}
+    windows.update(read)
+    return Ahead(windows) if windows else NONE
+
+
+def overlay_now(conn: Connection) -> Optional[Overlay]:
+    """Without a copy of the facts: the overlay as the database has it
+    now (one statement)."""
+    rows = driver_rows(conn, _statements(conn.dialect.name)[0])
+    if not rows:
+        return None
+    found = Overlay({key: peak_from_now(list(ws)) for key, ws in _grouped(rows).items()})
+    return found if found else None
+
+
+class AheadOverlays:
+    """One process's last overlay made from its copy's Ahead (Made,
+    replaced whole, never changed: requests on many threads read it)."""
+
+    def __init__(self):
+        self._last: Optional[Made] = None
+        self.made = 0  # overlays worked out, for tests and metrics
+
+    def overlay(self, conn: Connection, ahead: Ahead) -> Optional[Overlay]:
+        """The extra `used` of a plain request reading the copy whose
+        Ahead is `ahead`, in `conn`'s transaction."""
+        if not ahead:
+            return None
+        last = self._last
+        if last is not None and last.ahead is ahead and last.until is None:
+            # Every window had ended at `last.at`; new ones come only
+            # with a write, which makes another copy (another Ahead).
+            return None
+        now = clock.now(conn)
+        if (last is not None and last.ahead is ahead
+                and last.at <= now < last.until):
+            return last.overlay
+        made = ahead.at(now)
+        self.made += 1
+        if last is None or last.ahead is not ahead or now >= last.at:
+            # A request whose transaction saw an earlier now than the
+            # last one made does not replace it.
+            self._last = made
+        return made.overlay
