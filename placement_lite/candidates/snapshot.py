@@ -4,7 +4,9 @@ The candidate engine asks the same questions of every provider on every
 request: which tree it is in, what inventory it has, which traits and
 aggregates. Those facts change when an operator or a compute agent
 writes them, not when a claim is made, so each process keeps them in
-memory (a Snapshot) and only `used` is read per request.
+memory (a Snapshot) and only `used` is read per request. The reservation
+windows not ended are kept with them (Snapshot.ahead: candidates/ahead.py),
+read again with a provider's facts when a reservation write logs it.
 
 Freshness comes from the database's facts log (db/facts_log.py): every
 write changing facts logs the providers it changed, in its own
