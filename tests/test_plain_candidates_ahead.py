@@ -412,3 +412,36 @@ def test_a_reservation_through_one_process_is_left_room_by_another(backend):
         status, _h, body = one.request("POST", f"/reservations/{made['id']}/end")
         assert status == 200, body
         assert offered(other, 8)
+
+
+def test_the_overlay_worked_out_again_where_windows_ended_is_the_whole_one():
+    """Ahead.at from the last overlay (only keys whose windows ended since
+    worked out again) against Ahead.at from nothing, and both against a
+    brute force, at increasing instants through many window ends."""
+    from placement_lite.candidates.ahead import Ahead
+    rng = random.Random(SEED + 11)
+    for _world in range(40):
+        windows: dict = {}
+        for _ in range(rng.randint(1, 60)):
+            key = (rng.randint(1, 6), rng.randint(0, 2))
+            start = rng.randint(0, 200)
+            windows.setdefault(key, []).append(
+                (start, start + rng.randint(1, 80), rng.randint(1, 5)))
+        ahead = Ahead({k: tuple(sorted(ws)) for k, ws in windows.items()})
+        last, now = None, rng.randint(-10, 40)
+        while now < 320:
+            made = ahead.at(now, last)
+            whole = ahead.at(now)
+            extra = made.overlay.extra if made.overlay is not None else {}
+            assert extra == (whole.overlay.extra if whole.overlay is not None else {})
+            assert made.until == whole.until
+            brute = {}
+            for key, ws in windows.items():
+                instants = {now} | {s for s, _e, _a in ws if s > now}
+                top = max(sum(a for s, e, a in ws if s <= i < e) for i in instants)
+                if top:
+                    brute[key] = top
+            assert extra == brute, (now, windows)
+            ends = [e for ws in windows.values() for _s, e, _a in ws if e > now]
+            assert made.until == (min(ends) if ends else None)
+            last, now = made, now + rng.randint(0, 30)

@@ -24,6 +24,7 @@ none found where nothing is reserved ahead).
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from functools import lru_cache
 from typing import Iterable, Mapping, NamedTuple, Optional
 
@@ -56,11 +57,19 @@ class Ahead:
     """(provider id, class id) -> the windows (start, end, amount) on it
     not ended when they were read. Never changed once made."""
 
-    __slots__ = ("windows", "providers")
+    __slots__ = ("windows", "ends", "keys_ending")
 
     def __init__(self, windows: Mapping[tuple, tuple]):
         self.windows = {key: ws for key, ws in windows.items() if ws}
-        self.providers = frozenset(rp for rp, _rc in self.windows)
+        # Every window's end, in order, and the keys a window ends on at
+        # each: after the first overlay, only the keys whose windows
+        # ended since are worked out again.
+        keys_ending: dict = {}
+        for key, ws in self.windows.items():
+            for _start, end, _amount in ws:
+                keys_ending.setdefault(end, []).append(key)
+        self.ends = sorted(keys_ending)
+        self.keys_ending = keys_ending
 
     def __bool__(self) -> bool:
         return bool(self.windows)
@@ -70,21 +79,31 @@ class Ahead:
 
     __hash__ = None  # equal by value, and not for keeping in sets
 
-    def at(self, now: int) -> "Made":
+    def at(self, now: int, last: Optional["Made"] = None) -> "Made":
         """The overlay at the database's instant `now`, and the instant
         it holds until (None: for ever, as nothing is reserved ahead any
         more). What a claim leaves room for, per key: the peak of its
-        windows not ended at `now` (reserved_ahead.peak_from_now)."""
-        extra, until = {}, None
-        for key, windows in self.windows.items():
-            live = [w for w in windows if w[1] > now]
-            if not live:
-                continue
-            first_end = min(w[1] for w in live)
-            until = first_end if until is None or first_end < until else until
-            extra[key] = peak_from_now(live)
+        windows not ended at `now` (reserved_ahead.peak_from_now).
+        `last`: one made from this Ahead at an earlier instant, whose
+        keys are worked out again only where a window ended since."""
+        ends = self.ends
+        if last is not None and last.ahead is self and last.at <= now:
+            extra = dict(last.overlay.extra) if last.overlay is not None else {}
+            keys = set()
+            for end in ends[bisect_right(ends, last.at):bisect_right(ends, now)]:
+                keys.update(self.keys_ending[end])
+        else:
+            extra, keys = {}, self.windows.keys()
+        for key in keys:
+            live = [w for w in self.windows[key] if w[1] > now]
+            if live:
+                extra[key] = peak_from_now(live)
+            else:
+                extra.pop(key, None)
+        after = bisect_right(ends, now)
         found = Overlay(extra)
-        return Made(self, now, until, found if found else None)
+        return Made(self, now, ends[after] if after < len(ends) else None,
+                    found if found else None)
 
 
 NONE = Ahead({})
@@ -162,7 +181,7 @@ class AheadOverlays:
         if (last is not None and last.ahead is ahead
                 and last.at <= now < last.until):
             return last.overlay
-        made = ahead.at(now)
+        made = ahead.at(now, last)
         self.made += 1
         if last is None or last.ahead is not ahead or now >= last.at:
             # A request whose transaction saw an earlier now than the
