@@ -336,7 +336,10 @@ def test_nothing_reserved_ahead_answers_and_costs_as_before(apps):
     def same(count_extra: int) -> None:
         for params in queries:
             path = PLAIN + urlencode(params)
-            raw(memory, path)  # the copy current, and the overlay made
+            # The copies current (after a write, each reads what the log
+            # names once), and the overlays made.
+            raw(memory, path)
+            raw(sql, path)
             with _allocations_alone():
                 seen, stop = _selects(db)
                 try:
@@ -350,7 +353,7 @@ def test_nothing_reserved_ahead_answers_and_costs_as_before(apps):
             finally:
                 stop()
             assert got == expected, params
-            # The copy: nothing more. SQL alone: the live windows' read.
+            # The copy: nothing more. SQL alone: the facts log's heads.
             assert len(seen) == before + count_extra, (params, seen)
     same(1)
     rows, now = _rows(db), _now(db)

@@ -19,11 +19,13 @@ holds until, and a request asks only the database's now (one statement)
 to know whether it still holds; once every window has ended, not even
 that, until the copy changes.
 
-Without the copy, a request reads the windows not ended (one statement,
-none found where nothing is reserved ahead).
+Without the copy, the windows alone are kept the same way (AheadCache):
+a request reads the facts log's heads, one statement more than it made
+before, and the database's now where some window has not ended.
 """
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
 from functools import lru_cache
 from typing import Iterable, Mapping, NamedTuple, Optional
@@ -32,7 +34,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates.overlay import Overlay
-from placement_lite.db import clock
+from placement_lite.db import clock, facts_log
 from placement_lite.db import tables as t
 from placement_lite.db.engine import driver_rows
 from placement_lite.ledger.reserved_ahead import peak_from_now
@@ -149,14 +151,38 @@ def read_again(conn: Connection, old: Ahead, changed: Iterable[int]) -> Ahead:
     return Ahead(windows) if windows else NONE
 
 
-def overlay_now(conn: Connection) -> Optional[Overlay]:
-    """Without a copy of the facts: the overlay as the database has it
-    now (one statement)."""
-    rows = driver_rows(conn, _statements(conn.dialect.name)[0])
-    if not rows:
-        return None
-    found = Overlay({key: peak_from_now(list(ws)) for key, ws in _grouped(rows).items()})
-    return found if found else None
+class AheadCache:
+    """Without a copy of the facts: the windows not ended alone, kept
+    current through the facts log as a copy is (reservation writes log
+    their providers), so that a request reads the log's heads (one
+    statement) rather than every window, and its overlay is kept as a
+    copy's is (AheadOverlays)."""
+
+    def __init__(self):
+        self._kept: Optional[tuple] = None  # (heads, Ahead)
+        self._lock = threading.Lock()
+        self.overlays = AheadOverlays()
+
+    def current(self, conn: Connection) -> Ahead:
+        """The windows as of `conn`'s transaction (or a later one)."""
+        heads = facts_log.heads(conn)
+        kept = self._kept
+        if kept is not None and kept[0] == heads:
+            return kept[1]
+        with self._lock:
+            kept = self._kept
+            if kept is not None and kept[0] == heads:
+                return kept[1]
+            changed = None if kept is None else facts_log.changes(conn, kept[0], heads)
+            if changed is None:
+                ahead = read_all(conn)
+            else:
+                ahead = read_again(conn, kept[1], changed) if changed else kept[1]
+            self._kept = (heads, ahead)
+            return ahead
+
+    def overlay(self, conn: Connection) -> Optional[Overlay]:
+        return self.overlays.overlay(conn, self.current(conn))
 
 
 class AheadOverlays:
