@@ -418,21 +418,42 @@ def test_a_reservation_through_one_process_is_left_room_by_another(backend):
 
 
 def test_the_overlay_worked_out_again_where_windows_ended_is_the_whole_one():
-    """Ahead.at from the last overlay (only keys whose windows ended since
-    worked out again) against Ahead.at from nothing, and both against a
-    brute force, at increasing instants through many window ends."""
+    """Ahead.at from the last overlay (only keys whose windows ended since,
+    or whose provider's windows were read again, worked out again) against
+    Ahead.at from nothing, and both against a brute force, at increasing
+    instants through many window ends and reservation writes."""
     from placement_lite.candidates.ahead import Ahead
     rng = random.Random(SEED + 11)
-    for _world in range(40):
-        windows: dict = {}
-        for _ in range(rng.randint(1, 60)):
+
+    def add(windows, count, lo):
+        for _ in range(count):
             key = (rng.randint(1, 6), rng.randint(0, 2))
-            start = rng.randint(0, 200)
+            start = rng.randint(lo, lo + 200)
             windows.setdefault(key, []).append(
                 (start, start + rng.randint(1, 80), rng.randint(1, 5)))
+    for _world in range(60):
+        windows: dict = {}
+        add(windows, rng.randint(1, 60), 0)
         ahead = Ahead({k: tuple(sorted(ws)) for k, ws in windows.items()})
         last, now = None, rng.randint(-10, 40)
         while now < 320:
+            if rng.random() < 0.3:
+                # A write: some providers' windows read again (some gone,
+                # some new), the rest as they were.
+                changed = set(rng.sample(range(1, 7), rng.randint(1, 3)))
+                windows = {k: ws for k, ws in windows.items()
+                           if k[0] not in changed or rng.random() < 0.5}
+                fresh: dict = {}
+                add(fresh, rng.randint(0, 8), now - 20)
+                for key, ws in fresh.items():
+                    if key[0] in changed:
+                        windows.setdefault(key, []).extend(ws)
+                # Those read again hold only windows not ended; the
+                # others are carried over as they were.
+                windows = {k: ws for k, ws in windows.items() if k[0] not in changed
+                           or any(e > now for _s, e, _a in ws)}
+                ahead = Ahead({k: tuple(sorted(ws)) for k, ws in windows.items()},
+                              ahead, changed)
             made = ahead.at(now, last)
             whole = ahead.at(now)
             extra = made.overlay.extra if made.overlay is not None else {}

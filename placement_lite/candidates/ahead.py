@@ -26,6 +26,7 @@ before, and the database's now where some window has not ended.
 from __future__ import annotations
 
 import threading
+import weakref
 from bisect import bisect_right
 from functools import lru_cache
 from typing import Iterable, Mapping, NamedTuple, Optional
@@ -59,10 +60,17 @@ class Ahead:
     """(provider id, class id) -> the windows (start, end, amount) on it
     not ended when they were read. Never changed once made."""
 
-    __slots__ = ("windows", "ends", "keys_ending")
+    __slots__ = ("windows", "ends", "keys_ending", "base", "changed", "__weakref__")
 
-    def __init__(self, windows: Mapping[tuple, tuple]):
+    def __init__(self, windows: Mapping[tuple, tuple], base: Optional["Ahead"] = None,
+                 changed: Iterable[int] = ()):
+        """`base` and `changed`: the Ahead this one was read again from,
+        and the providers whose windows were, so that an overlay made from
+        `base` is carried over for the others (weakly held: a chain of
+        them is never kept)."""
         self.windows = {key: ws for key, ws in windows.items() if ws}
+        self.base = weakref.ref(base) if base is not None else None
+        self.changed = frozenset(changed)
         # Every window's end, in order, and the keys a window ends on at
         # each: after the first overlay, only the keys whose windows
         # ended since are worked out again.
@@ -86,14 +94,25 @@ class Ahead:
         it holds until (None: for ever, as nothing is reserved ahead any
         more). What a claim leaves room for, per key: the peak of its
         windows not ended at `now` (reserved_ahead.peak_from_now).
-        `last`: one made from this Ahead at an earlier instant, whose
-        keys are worked out again only where a window ended since."""
+        `last`: one made at an earlier instant from this Ahead, or from
+        the one it was read again from: its keys are worked out again
+        only where a window ended since, or where the windows were read
+        again."""
         ends = self.ends
-        if last is not None and last.ahead is self and last.at <= now:
+        same = last is not None and last.at <= now and last.ahead is self
+        based = (not same and last is not None and last.at <= now
+                 and self.base is not None and self.base() is last.ahead)
+        if same or based:
             extra = dict(last.overlay.extra) if last.overlay is not None else {}
             keys = set()
             for end in ends[bisect_right(ends, last.at):bisect_right(ends, now)]:
                 keys.update(self.keys_ending[end])
+            if based:
+                # The providers read again: their keys from the windows as
+                # they are now (those left without any dropped).
+                changed = self.changed
+                extra = {key: n for key, n in extra.items() if key[0] not in changed}
+                keys.update(key for key in self.windows if key[0] in changed)
         else:
             extra, keys = {}, self.windows.keys()
         for key in keys:
@@ -148,7 +167,7 @@ def read_again(conn: Connection, old: Ahead, changed: Iterable[int]) -> Ahead:
         return old
     windows = {key: ws for key, ws in old.windows.items() if key[0] not in ids_set}
     windows.update(read)
-    return Ahead(windows) if windows else NONE
+    return Ahead(windows, old, ids_set) if windows else NONE
 
 
 class AheadCache:
