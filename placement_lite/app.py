@@ -25,6 +25,7 @@ from placement_lite.api.resources import (
     inventories, lease, limits, projects, quota, reservations, reshaper,
     resource_classes, resource_providers, root, traits, usages, window_candidates)
 from placement_lite.api.services import Services
+from placement_lite.candidates.ahead import AheadCache
 from placement_lite.candidates.facts_cache import FactsCache
 from placement_lite.config import Settings
 from placement_lite.db.engine import Database, from_settings
@@ -169,7 +170,8 @@ def create_app(settings: Settings, db: Optional[Database] = None,
     services = Services(settings=settings, db=db, policy=policy,
                         enforcer=enforce.Enforcer(settings),
                         facts=FactsCache(settings.facts_check_seconds)
-                        if settings.facts_in_memory else None)
+                        if settings.facts_in_memory else None,
+                        ahead=None if settings.facts_in_memory else AheadCache())
     # A process start (not a supervisor's worker, whose parent checked)
     # refuses settings that contradict the deployment's enforcement.
     enforce.reconcile(db, settings, strict=worker is None)

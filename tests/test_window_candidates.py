@@ -14,6 +14,11 @@ worlds (nested trees, sharing providers), with both candidate readers.
 
 Two apps share each database: one over the process's copy of the facts,
 one asking SQL for everything.
+
+The plain route is the oracle here as Placement answers it, from
+allocations alone: its own room for what is reserved ahead (candidates/
+ahead.py) is turned off in this module, and tested in
+tests/test_plain_candidates_ahead.py.
 """
 from __future__ import annotations
 
@@ -70,6 +75,12 @@ def _ok(status_body) -> bytes:
     status, body = status_body
     assert status == 200, body
     return body
+
+
+@pytest.fixture(autouse=True)
+def plain_from_allocations_alone(monkeypatch):
+    from placement_lite.api.services import Services
+    monkeypatch.setattr(Services, "reserved_ahead", lambda self, conn, snapshot: None)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from placement_lite.config import Settings
 from placement_lite.db.engine import Database
 from placement_lite.api.metrics import Metrics
 from placement_lite.api.policy import Policy
+from placement_lite.candidates.ahead import AheadCache
 from placement_lite.candidates.facts_cache import FactsCache
 from placement_lite.ledger.allocations import ClaimCheck
 from placement_lite.quota.enforce import Enforcer
@@ -40,10 +41,25 @@ class Services:
     # The process's copy of the providers' facts for the candidate engine
     # (None when settings.facts_in_memory is off).
     facts: Optional[FactsCache] = None
+    # Without that copy, the reservation windows not ended, kept alone
+    # for plain candidates (candidates/ahead.py).
+    ahead: Optional[AheadCache] = None
 
     def facts_now(self, conn):
         """The copy as of `conn`'s transaction, or None to read all from SQL."""
         return self.facts.current(conn) if self.facts is not None else None
+
+    def reserved_ahead(self, conn, snapshot):
+        """The extra `used` plain candidates leave for what is reserved
+        from now on (candidates/ahead.py), or None: from `snapshot`, the
+        copy facts_now gave, or read from SQL when there is none."""
+        if snapshot is not None:
+            return self.facts.ahead.overlay(conn, snapshot.ahead)
+        if self.ahead is None:
+            # Services made without create_app (tests): two threads making
+            # one each at once would each keep a correct one.
+            self.ahead = AheadCache()
+        return self.ahead.overlay(conn)
 
     def provider_hint(self):
         """Provider uuid -> id as the copy last read had it (not checked

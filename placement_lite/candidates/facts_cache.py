@@ -17,6 +17,7 @@ from typing import Optional
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import selfcheck
+from placement_lite.candidates.ahead import AheadOverlays
 from placement_lite.candidates.kept import KeptCache
 from placement_lite.candidates.snapshot import Snapshot, load, refresh
 from placement_lite.db import facts_log
@@ -45,6 +46,9 @@ class FactsCache:
         # What requests derive from the copy per request shape; advanced
         # to each copy before it is published.
         self.kept = KeptCache()
+        # The last overlay of what is reserved ahead made from a copy
+        # (candidates/ahead.py): plain candidates leave room for it.
+        self.ahead = AheadOverlays()
         self.loads = 0  # full reads, for tests and metrics
         self.refreshes = 0
 

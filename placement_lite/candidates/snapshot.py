@@ -4,7 +4,9 @@ The candidate engine asks the same questions of every provider on every
 request: which tree it is in, what inventory it has, which traits and
 aggregates. Those facts change when an operator or a compute agent
 writes them, not when a claim is made, so each process keeps them in
-memory (a Snapshot) and only `used` is read per request.
+memory (a Snapshot) and only `used` is read per request. The reservation
+windows not ended are kept with them (Snapshot.ahead: candidates/ahead.py),
+read again with a provider's facts when a reservation write logs it.
 
 Freshness comes from the database's facts log (db/facts_log.py): every
 write changing facts logs the providers it changed, in its own
@@ -26,6 +28,7 @@ from typing import Iterable, NamedTuple, Optional
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
+from placement_lite.candidates import ahead as reserved_ahead
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
 
@@ -96,18 +99,21 @@ class Snapshot:
                  "inventory", "traits", "aggregates", "trait_names",
                  "class_names", "aggregate_ids", "sharing", "in_aggregate",
                  "by_uuid", "bounds", "counts", "built", "serial", "since",
-                 "affected")
+                 "affected", "ahead")
 
     def __init__(self, heads: tuple, uuid: dict, parent: dict, root: dict,
                  inventory: dict, traits: dict, aggregates: dict,
                  trait_names: dict, class_names: dict, aggregate_ids: dict,
-                 before: Optional["Snapshot"] = None, changed: frozenset = frozenset()):
+                 before: Optional["Snapshot"] = None, changed: frozenset = frozenset(),
+                 ahead: reserved_ahead.Ahead = reserved_ahead.NONE):
         """`before` and `changed`: the copy this one refreshes and the
         providers read again, so what is derived from all providers is
         worked out again only where they are. A map whose values the
         refresh did not change is `before`'s own object (neither is ever
-        changed once built)."""
+        changed once built). `ahead`: the reservation windows not ended
+        when the copy read them (candidates/ahead.py)."""
         self.heads = heads
+        self.ahead = ahead
         self.uuid = uuid  # rp -> uuid
         self.parent = parent  # rp -> parent id or None
         self.root = root  # rp -> root id
@@ -315,7 +321,8 @@ def load(conn: Connection, heads: tuple) -> Snapshot:
     return Snapshot(heads, rows.uuid, rows.parent, rows.root, rows.inventory,
                     rows.traits, rows.aggregates, dict(conn.execute(TRAIT_NAMES).all()),
                     dict(conn.execute(CLASS_NAMES).all()),
-                    dict(conn.execute(_AGGREGATE_IDS).all()))
+                    dict(conn.execute(_AGGREGATE_IDS).all()),
+                    ahead=reserved_ahead.read_all(conn))
 
 
 def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snapshot:
@@ -351,4 +358,8 @@ def refresh(conn: Connection, old: Snapshot, heads: tuple, changed: set) -> Snap
     known = set(aggregates.values())
     if any(not aggs <= known for aggs in rows.aggregates.values()):
         aggregates = dict(conn.execute(_AGGREGATE_IDS).all())
-    return Snapshot(heads, *maps, names, classes, aggregates, old, frozenset(changed))
+    # Reservation writes log the providers they reserve on (ledger/
+    # reservations.py): their windows are read again with their facts.
+    ahead = reserved_ahead.read_again(conn, old.ahead, changed)
+    return Snapshot(heads, *maps, names, classes, aggregates, old, frozenset(changed),
+                    ahead)

@@ -35,7 +35,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite import errors
-from placement_lite.db import clock
+from placement_lite.db import clock, facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import (
     consumers, draws, lookup, marker, reservation_reads, reservation_room,
@@ -210,6 +210,19 @@ def _entries(room, reservation_id: int, amounts: Mapping[Key, int],
                                                       amounts, start, end))
 
 
+def _log(conn: Connection, providers: Iterable[int]) -> None:
+    """The windows reserved on these providers change in this write: each
+    process's copy of the facts holds the windows ahead, for plain
+    candidates to leave room for (candidates/ahead.py), and reads them
+    again through the facts log, as it does a provider's inventory."""
+    facts_log.touch(conn, providers)
+
+
+def _providers_of(conn: Connection, reservation_id: int) -> set[int]:
+    return set(conn.scalars(select(_ra.c.resource_provider_id).distinct()
+                            .where(_ra.c.reservation_id == reservation_id)))
+
+
 def _write_amounts(conn: Connection, reservation_id: int,
                    amounts: Mapping[Key, int], start: int, end: int) -> None:
     conn.execute(insert(_ra), [
@@ -299,6 +312,7 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
             f"Reservation {uuid} was created by another request at the same "
             "time; try again.")
     _write_amounts(conn, row_id, amounts, start, end)
+    _log(conn, {rp for rp, _rc in amounts})
     _finish(conn, after, uuid, now, lambda: [(project_id, None, (
         start, end, _by_class({k[1]: n[1] for k, n in names.items()}, amounts)),
         None)])
@@ -360,6 +374,7 @@ def replace(conn: Connection, uuid: str, generation: int, start: int,
         updated_at=utcnow(), **owner))
     conn.execute(delete(_ra).where(_ra.c.reservation_id == row.id))
     _write_amounts(conn, row.id, amounts, start, end)
+    _log(conn, {rp for rp, _rc in old} | {rp for rp, _rc in amounts})
 
     def changes():
         rcs = resource_classes.names_for(conn, {rc for _rp, rc in old})
@@ -400,6 +415,10 @@ def cancel(conn: Connection, uuid: str,
             if any(hasattr(check, "charge") for check in after) else {})
     # An ended reservation's drawn allocations go with its record.
     draws.release(conn, row.id)
+    if row.end_at > now:
+        # A pending one: the room it held ahead returns. (An ended one
+        # counts nowhere already.)
+        _log(conn, _providers_of(conn, row.id))
     conn.execute(delete(_ra).where(_ra.c.reservation_id == row.id))
     conn.execute(delete(_r).where(_r.c.id == row.id))
     draws.drop_marker(conn, uuid)
@@ -427,6 +446,7 @@ def end(conn: Connection, uuid: str,
                  .values(end_at=now))
     # What its consumers drew ends with it, in this transaction.
     draws.release(conn, row.id)
+    _log(conn, _providers_of(conn, row.id))
 
     def changes():
         held = _stored(conn, row.id)

@@ -64,8 +64,10 @@ class AllocationCandidates:
         """Answer the parsed request `wanted` in the shape of `version`.
         `overlay_of(conn)`: the extra `used` for this request
         (candidates/overlay.py), read in the answer's transaction (None:
-        none). `find`: answer.answer, or a function of its arguments
-        answering a kind of request its own way."""
+        a plain request's, the most reserved at any instant from now on,
+        as a claim leaves room for: candidates/ahead.py). `find`:
+        answer.answer, or a function of its arguments answering a kind of
+        request its own way."""
         fmt = text.Format(
             dict_allocations=version.has(DICT_ALLOCATIONS), mappings=version.has(MAPPINGS),
             classes=None if version.has(ALL_RESOURCES_IN_SUMMARIES)
@@ -81,7 +83,8 @@ class AllocationCandidates:
                 answer.Shown(fmt.classes, fmt.traits, fmt.tree, by_tree=fmt.dict_allocations),
                 settings.max_allocation_candidates, settings.randomize_allocation_candidates,
                 snapshot, self.services.facts.kept if snapshot is not None else None,
-                overlay_of(conn) if overlay_of is not None else None)
+                overlay_of(conn) if overlay_of is not None
+                else self.services.reserved_ahead(conn, snapshot))
             if isinstance(found, Flow):
                 # Read on as the answer is written: the transaction ends
                 # with the stream.
