@@ -199,7 +199,7 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
     after_write = [check.before_write(conn, _owners(writes, stored))
                    for check in claim_checks]
     # Draws lock their reservations (shared) after quota, before consumers.
-    plan = draws.plan(conn, writes, rcs, rps, _projects_after(writes, stored))
+    plan = draws.plan(conn, writes, rcs, rps, stored)
     written, existing_ids = _lock_consumers(conn, writes, stored)
     old = _holdings(conn, existing_ids)
     names_by_id = _lock_providers(conn, written, old, rps)
@@ -211,14 +211,8 @@ def replace(conn: Connection, writes: list[ConsumerWrite],
     if plan is not None:
         draws.check_totals(conn, plan, drawing, names_by_id, class_names)
     changed = capacity.add_usage(conn, moved, returning=True, drawn=drawn_moved)
-    # A marker class needs no inventory: it names the reservation drawn
-    # from, and takes no room.
-    markers = {rc for name, rc in rcs.items() if draws.is_marker(name)}
-    drawn_now: dict[tuple[int, int], int] = defaultdict(int)
-    for (_rid, rp, rc), n in drawing.items():
-        drawn_now[(rp, rc)] += n
-    capacity.check(conn, {k: v for k, v in amounts.items() if k[1] not in markers},
-                   names_by_id, class_names, held, changed, drawn_now)
+    capacity.check(conn, *draws.to_check(amounts, rcs, drawing, names_by_id,
+                                         class_names, held, changed))
     if rows:
         conn.execute(_INSERT, rows)
     consumers.delete_if_empty(conn, existing_ids)
@@ -350,17 +344,6 @@ def _usage_moves(old: list[tuple[int, int, int, int, Optional[int]]],
     for (_rid, rp, rc), n in drawing.items():
         drawn[(rp, rc)] += n
     return held, moved, drawn
-
-
-def _projects_after(writes: list[ConsumerWrite],
-                    stored: Mapping[str, consumers.Consumer]) -> dict[str, str]:
-    """consumer uuid -> the project that owns it after the write."""
-    out = {}
-    for w in writes:
-        consumer = stored.get(w.consumer_uuid)
-        out[w.consumer_uuid] = w.project_id or (
-            consumer.project_id if consumer is not None else w.incomplete_owner[0])
-    return out
 
 
 def _owners(writes: list[ConsumerWrite],

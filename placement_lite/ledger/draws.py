@@ -91,13 +91,37 @@ _HELD = select(_ra.c.reservation_id, _ra.c.resource_provider_id,
     _ra.c.reservation_id.in_(bindparam("ids", expanding=True)))
 
 
+def _projects_after(writes, stored) -> dict[str, str]:
+    """consumer uuid -> the project that owns it after the write."""
+    out = {}
+    for w in writes:
+        consumer = stored.get(w.consumer_uuid)
+        out[w.consumer_uuid] = w.project_id or (
+            consumer.project_id if consumer is not None else w.incomplete_owner[0])
+    return out
+
+
+def to_check(amounts, rcs: Mapping[str, int],
+             drawing: Mapping[tuple[int, int, int], int], *rest):
+    """capacity.check's arguments for a write: its amounts without the
+    marker classes (a marker needs no inventory: it names the reservation
+    drawn from, and takes no room), `rest` as given, and what it draws
+    at each (provider, class)."""
+    markers = {rc for name, rc in rcs.items() if is_marker(name)}
+    drawn_now: dict[Key, int] = defaultdict(int)
+    for (_rid, rp, rc), n in drawing.items():
+        drawn_now[(rp, rc)] += n
+    return ({k: v for k, v in amounts.items() if k[1] not in markers}, *rest,
+            dict(drawn_now))
+
+
 def plan(conn: Connection, writes, rcs: Mapping[str, int],
-         rps: Mapping[str, int], owners: Mapping[str, str]) -> Optional[Plan]:
+         rps: Mapping[str, int], stored) -> Optional[Plan]:
     """Find the draws among `writes` (ledger.allocations.ConsumerWrite),
     lock their reservations (shared) and refuse what may not draw:
     a reservation that does not exist or is not active at the database's
-    now, one of another project than the consumer's (`owners`: consumer
-    uuid -> project external id after the write), or a class the
+    now, one of another project than the consumer's after the write
+    (`stored`: consumer uuid -> Consumer, as read before), or a class the
     reservation does not hold on that provider. None when nothing draws
     (no statement)."""
     wanted: dict[tuple[str, str], str] = {}
@@ -118,6 +142,7 @@ def plan(conn: Connection, writes, rcs: Mapping[str, int],
             _HELD, {"ids": sorted(out.uuids)}) if out.uuids else ():
         out.held[(rid, rp, rc)] = int(amount)
     by_write = {w.consumer_uuid: w for w in writes}
+    owners = _projects_after(writes, stored)
     for (consumer_uuid, rp_uuid), r_uuid in sorted(wanted.items()):
         row = rows.get(r_uuid)
         mark = marker.class_name(r_uuid)
