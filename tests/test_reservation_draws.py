@@ -523,3 +523,32 @@ def test_window_candidates_count_a_drawn_allocation_once(db, client):
     assert [list(a["allocations"]) for a in found["allocation_requests"]] == [[rp]]
     assert found["provider_summaries"][rp]["resources"]["VCPU"]["used"] == 4
     assert ask(5)["allocation_requests"] == []
+
+
+@pytest.mark.parametrize("in_memory", [True, False], ids=["copy", "sql"])
+def test_plain_candidates_count_a_drawn_allocation_once(db, in_memory):
+    """Plain candidates leave room for what is reserved from now on; what
+    R's consumers drew is inside R's amount, so it is not taken off again:
+    8 VCPU, R holds 4 and has given out all 4, so 4 are free for anyone,
+    with the process's copy of the facts warm from before the draw, and
+    without a copy."""
+    client = falcon.testing.TestClient(
+        create_app(Settings(db=db.url, facts_in_memory=in_memory), db))
+    rp = _provider(client)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
+
+    def offered(vcpu) -> bool:
+        got = client.simulate_get("/allocation_candidates", headers=ADMIN,
+                                  params={"resources": f"VCPU:{vcpu}"})
+        assert got.status_code == 200, got.text
+        return [list(a["allocations"]) for a in got.json["allocation_requests"]] == [[rp]]
+    assert offered(4) and not offered(5)
+    consumer, got = _draw(client, rid, rp, 4)
+    assert got.status_code == 204, got.text
+    assert offered(4) and not offered(5)
+    # and the room offered is the room a claim gets
+    _c, got = _claim(client, rp, {"VCPU": 4}, project="other")
+    assert got.status_code == 204, got.text
+    assert not offered(1)
+    _ledger_is_consistent(db)

@@ -31,7 +31,7 @@ from bisect import bisect_right
 from functools import lru_cache
 from typing import Iterable, Mapping, NamedTuple, Optional
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import and_, bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates.overlay import Overlay
@@ -41,6 +41,7 @@ from placement_lite.db.engine import driver_rows
 from placement_lite.ledger.reserved_ahead import peak_from_now
 
 _RA = t.reservation_amounts
+_INV = t.inventories
 IN_CHUNK = 500
 
 
@@ -49,26 +50,37 @@ def _statements(dialect_name: str) -> tuple:
     """(every window not ended, those on given providers), judged by the
     database's now."""
     live = _RA.c.end_at > clock.now_expr(dialect_name)
+    # What is drawn on each key rides along (one row per key on the
+    # inventories' unique index): it is in `used` already.
     cols = (_RA.c.resource_provider_id, _RA.c.resource_class_id,
-            _RA.c.start_at, _RA.c.end_at, _RA.c.amount)
-    return (select(*cols).where(live),
-            select(*cols).where(
+            _RA.c.start_at, _RA.c.end_at, _RA.c.amount,
+            func.coalesce(_INV.c.drawn, 0))
+    joined = _RA.outerjoin(_INV, and_(
+        _INV.c.resource_provider_id == _RA.c.resource_provider_id,
+        _INV.c.resource_class_id == _RA.c.resource_class_id))
+    return (select(*cols).select_from(joined).where(live),
+            select(*cols).select_from(joined).where(
                 _RA.c.resource_provider_id.in_(bindparam("ids", expanding=True)), live))
 
 
 class Ahead:
     """(provider id, class id) -> the windows (start, end, amount) on it
-    not ended when they were read. Never changed once made."""
+    not ended when they were read, and what was drawn there from
+    reservations (ledger/draws.py). Never changed once made."""
 
-    __slots__ = ("windows", "ends", "keys_ending", "base", "changed", "__weakref__")
+    __slots__ = ("windows", "drawn", "ends", "keys_ending", "base", "changed",
+                 "__weakref__")
 
     def __init__(self, windows: Mapping[tuple, tuple], base: Optional["Ahead"] = None,
-                 changed: Iterable[int] = ()):
+                 changed: Iterable[int] = (), drawn: Optional[Mapping[tuple, int]] = None):
         """`base` and `changed`: the Ahead this one was read again from,
         and the providers whose windows were, so that an overlay made from
         `base` is carried over for the others (weakly held: a chain of
-        them is never kept)."""
+        them is never kept). `drawn`: key -> what allocations drawn from
+        reservations hold there, which `used` counts already."""
         self.windows = {key: ws for key, ws in windows.items() if ws}
+        self.drawn = {key: n for key, n in (drawn or {}).items()
+                      if n and key in self.windows}
         self.base = weakref.ref(base) if base is not None else None
         self.changed = frozenset(changed)
         # Every window's end, in order, and the keys a window ends on at
@@ -85,7 +97,8 @@ class Ahead:
         return bool(self.windows)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Ahead) and other.windows == self.windows
+        return (isinstance(other, Ahead) and other.windows == self.windows
+                and other.drawn == self.drawn)
 
     __hash__ = None  # equal by value, and not for keeping in sets
 
@@ -117,8 +130,13 @@ class Ahead:
             extra, keys = {}, self.windows.keys()
         for key in keys:
             live = [w for w in self.windows[key] if w[1] > now]
-            if live:
-                extra[key] = peak_from_now(live)
+            # A drawn allocation lives inside its reservation's amount and
+            # is in `used` too: counted once. Never below 0 (an extra only
+            # takes room away; where drawn rows outlive their windows the
+            # answer stays on the safe side until they are swept).
+            top = peak_from_now(live) - self.drawn.get(key, 0) if live else 0
+            if top > 0:
+                extra[key] = top
             else:
                 extra.pop(key, None)
         after = bisect_right(ends, now)
@@ -139,17 +157,24 @@ class Made(NamedTuple):
     overlay: Optional[Overlay]
 
 
-def _grouped(rows: Iterable[tuple]) -> dict:
+def _grouped(rows: Iterable[tuple]) -> tuple[dict, dict]:
+    """(key -> its windows, key -> what is drawn there)."""
     out: dict = {}
-    for rp, rc, start, end, amount in rows:
+    drawn: dict = {}
+    for rp, rc, start, end, amount, taken in rows:
         out.setdefault((rp, rc), []).append((int(start), int(end), int(amount)))
-    return {key: tuple(sorted(ws)) for key, ws in out.items()}
+        if taken:
+            drawn[(rp, rc)] = int(taken)
+    return {key: tuple(sorted(ws)) for key, ws in out.items()}, drawn
 
 
 def read_all(conn: Connection) -> Ahead:
     """Every window not ended, for a copy read whole (one statement)."""
     rows = driver_rows(conn, _statements(conn.dialect.name)[0])
-    return Ahead(_grouped(rows)) if rows else NONE
+    if not rows:
+        return NONE
+    windows, drawn = _grouped(rows)
+    return Ahead(windows, drawn=drawn)
 
 
 def read_again(conn: Connection, old: Ahead, changed: Iterable[int]) -> Ahead:
@@ -160,14 +185,17 @@ def read_again(conn: Connection, old: Ahead, changed: Iterable[int]) -> Ahead:
     rows: list = []
     for i in range(0, len(ids), IN_CHUNK):
         rows.extend(driver_rows(conn, stmt, {"ids": ids[i:i + IN_CHUNK]}))
-    read = _grouped(rows)
+    read, read_drawn = _grouped(rows)
     ids_set = set(ids)
     before = {key: ws for key, ws in old.windows.items() if key[0] in ids_set}
-    if before == read:
+    drawn_before = {key: n for key, n in old.drawn.items() if key[0] in ids_set}
+    if before == read and drawn_before == read_drawn:
         return old
     windows = {key: ws for key, ws in old.windows.items() if key[0] not in ids_set}
     windows.update(read)
-    return Ahead(windows, old, ids_set) if windows else NONE
+    drawn = {key: n for key, n in old.drawn.items() if key[0] not in ids_set}
+    drawn.update(read_drawn)
+    return Ahead(windows, old, ids_set, drawn) if windows else NONE
 
 
 class AheadCache:

@@ -3,8 +3,9 @@
 A provider's *facts* are what the candidate engine reads about it besides
 usage: that it exists, its uuid, parent and root, its inventory rows (all
 columns but `used`), its traits, its aggregates, and the reservation
-windows on it that have not ended (ledger/reservations.py logs its
-providers; candidates/ahead.py says why). Each process keeps a
+windows on it that have not ended and what allocations drawn from
+reservations hold there (ledger/reservations.py and ledger/capacity.py
+log their providers; candidates/ahead.py says why). Each process keeps a
 copy of them (candidates/snapshot.py) and must never answer from a stale
 one, so every write that changes facts says which providers it changed:
 

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from placement_lite import errors
-from placement_lite.db import clock
+from placement_lite.db import clock, facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import reserved_ahead
 
@@ -63,6 +63,11 @@ def add_usage(conn: Connection, deltas: Mapping[tuple[int, int], int],
     """
     returning = returning and conn.dialect.update_returning
     drawn = {k: d for k, d in (drawn or {}).items() if d}
+    if drawn:
+        # What is drawn is a fact the copies keep beside the windows ahead
+        # (candidates/ahead.py): plain candidates count it once. Draws are
+        # few beside plain claims, which never log.
+        facts_log.touch(conn, {rp for rp, _rc in drawn})
     keys = sorted({k for k, d in deltas.items() if d} | set(drawn))
     if not keys:
         return {} if returning else None
