@@ -133,10 +133,24 @@ def _compare(db, memory, sql, params: list) -> bytes:
         got = [raw(memory, path), raw(sql, path)]
         if _brute_peaks(db)[1] != peaks:
             continue
-        assert got[0] == expected, ("copy", params, peaks)
-        assert got[1] == expected, ("sql", params, peaks)
+        assert got[0] == expected, ("copy", params, _difference(got[0], expected), peaks)
+        assert got[1] == expected, ("sql", params, _difference(got[1], expected), peaks)
         return expected[1]
     raise AssertionError(f"the peaks kept moving: {params}")
+
+
+def _difference(got: tuple, expected: tuple) -> dict:
+    """What differs between two answers, for a failure's message."""
+    import json
+    if got[0] != expected[0]:
+        return {"status": (got[0], expected[0])}
+    a, b = json.loads(got[1]), json.loads(expected[1])
+    out = {"requests": (len(a["allocation_requests"]), len(b["allocation_requests"]))}
+    for rp in set(a["provider_summaries"]) | set(b["provider_summaries"]):
+        x, y = a["provider_summaries"].get(rp), b["provider_summaries"].get(rp)
+        if x != y:
+            out[rp] = (x and x["resources"], y and y["resources"])
+    return out
 
 
 def _rows(db) -> list:
