@@ -220,6 +220,9 @@ class AheadCache:
             kept = self._kept
             if kept is not None and kept[0] == heads:
                 return kept[1]
+            # Heads behind those kept (a request that began before a
+            # write, or a database restored in place) read everything:
+            # never trusting kept windows newer than the log.
             changed = None if kept is None else facts_log.changes(conn, kept[0], heads)
             if changed is None:
                 ahead = read_all(conn)
