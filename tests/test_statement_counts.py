@@ -192,9 +192,10 @@ def test_candidates_from_the_copy_of_the_facts(client, db):
     assert _count(client, "GET", path + f"&in_tree={rp}") == 2 + _transactions(db, 1)
     _provider(client, "cn-new")
     # The request's own two, the log's changes since the copy, the new
-    # provider's row, inventory, traits and aggregates, and the class
-    # names (it holds inventory).
-    assert _count(client, "GET", path) == 2 + 1 + 4 + 1 + _transactions(db, 1)
+    # provider's row, inventory, traits, aggregates and reservation
+    # windows (candidates/ahead.py), and the class names (it holds
+    # inventory).
+    assert _count(client, "GET", path) == 2 + 1 + 5 + 1 + _transactions(db, 1)
 
 
 def test_a_repeated_bounded_answer_reads_usage_in_one_statement(client, db):
@@ -242,10 +243,12 @@ def test_reservations(client, db):
     # off here: the deployment's enforcement, and the lease hours' entry
     # (recorded whether or not anything is enforced). Its marker class
     # (ledger/draws.py): whether it exists is read in the first round
-    # trip, and creating it is one insert.
+    # trip, and creating it is one insert. The facts log (each process's
+    # copy keeps the windows ahead: candidates/ahead.py): its head's
+    # serial and the provider's entry.
     made = client.simulate_post("/reservations", json=_reservation(rp, 2))
     assert made.status_code == 201, made.text
-    assert int(made.headers[HEADER]) == 8 + 2 + 1 + tx
+    assert int(made.headers[HEADER]) == 8 + 2 + 1 + 2 + tx
     rid = made.json["id"]
     # The row (owners and now with it), its amounts, then inventories and
     # the windows that give `short`.
