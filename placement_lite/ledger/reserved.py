@@ -4,7 +4,8 @@ A request for room throughout a window [start, end) must leave, on each
 provider and class, room for the most that reservations hold there at any
 instant of the window (ledger/timeline.py). That peak is read here for
 every provider at once: one statement over the rows overlapping the
-window (the reservation_amounts index on (end_at, start_at)), and the
+window (a range of the reservation_amounts index on (end_at, start_at)
+bounded by the longest window, ledger/windows.py), and the
 step function of each (provider, class) worked out in Python.
 """
 from __future__ import annotations
@@ -12,22 +13,22 @@ from __future__ import annotations
 from itertools import groupby
 from operator import itemgetter
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
 from placement_lite.db.engine import driver_rows
-from placement_lite.ledger import timeline
+from placement_lite.ledger import timeline, windows
 
 _RA = t.reservation_amounts
 # Up to this many windows on one (provider, class), the peak is summed at
 # each window's start; past it, the steps are built (ledger/timeline.py).
 FEW = 8
 _KEY = itemgetter(0, 1)
-_OVERLAPPING = select(
+# Bounded on both sides by the longest window (ledger/windows.py).
+_OVERLAPPING = windows.overlapping(select(
     _RA.c.resource_provider_id, _RA.c.resource_class_id,
-    _RA.c.start_at, _RA.c.end_at, _RA.c.amount).where(
-        _RA.c.end_at > bindparam("start"), _RA.c.start_at < bindparam("end"))
+    _RA.c.start_at, _RA.c.end_at, _RA.c.amount))
 
 
 def peaks(conn: Connection, start: int, end: int) -> dict[tuple[int, int], int]:
@@ -40,7 +41,7 @@ def peaks(conn: Connection, start: int, end: int) -> dict[tuple[int, int], int]:
     # Tens of thousands of rows at a year of reservations: the driver's
     # tuples (integers only, nothing to convert), sorted and grouped by
     # (provider, class) in C rather than filed one by one in Python.
-    rows = sorted(driver_rows(conn, _OVERLAPPING, {"start": start, "end": end}))
+    rows = sorted(driver_rows(conn, _OVERLAPPING, {"w_start": start, "w_end": end}))
     out = {}
     for key, group in groupby(rows, _KEY):
         held = list(group)
