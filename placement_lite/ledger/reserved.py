@@ -10,7 +10,6 @@ step function of each (provider, class) worked out in Python.
 """
 from __future__ import annotations
 
-from itertools import groupby
 from operator import itemgetter
 
 from sqlalchemy import select
@@ -25,6 +24,7 @@ _RA = t.reservation_amounts
 # each window's start; past it, the steps are built (ledger/timeline.py).
 FEW = 8
 _KEY = itemgetter(0, 1)
+_AMOUNT = itemgetter(4)
 # Bounded on both sides by the longest window (ledger/windows.py).
 _OVERLAPPING = windows.overlapping(select(
     _RA.c.resource_provider_id, _RA.c.resource_class_id,
@@ -38,23 +38,30 @@ def peaks(conn: Connection, start: int, end: int) -> dict[tuple[int, int], int]:
     ended counts nowhere."""
     if start >= end:
         return {}
-    # Tens of thousands of rows at a year of reservations: the driver's
-    # tuples (integers only, nothing to convert), sorted and grouped by
-    # (provider, class) in C rather than filed one by one in Python.
-    rows = sorted(driver_rows(conn, _OVERLAPPING, {"w_start": start, "w_end": end}))
-    out = {}
-    for key, group in groupby(rows, _KEY):
-        held = list(group)
-        if len(held) == 1:
-            # One window overlapping [start, end) holds its amount at
-            # some instant of it.
-            top = held[0][4]
-        elif len(held) <= FEW:
-            top = _few_peak(held, start)
+    # Thousands of rows for a week of a year's reservations: the driver's
+    # tuples (integers only, nothing to convert). Most keys hold one
+    # window in the period, whose amount is its peak (a window overlapping
+    # [start, end) holds it at some instant of it; amounts are positive):
+    # every key goes into the answer that way, in C, and only the keys
+    # seen twice are worked out in Python and overwritten.
+    rows = driver_rows(conn, _OVERLAPPING, {"w_start": start, "w_end": end})
+    keys = list(map(_KEY, rows))
+    out = dict(zip(keys, map(_AMOUNT, rows)))
+    if len(out) == len(rows):
+        return out
+    first: dict = {}
+    repeated: dict = {}
+    for key, row in zip(keys, rows):
+        held = repeated.get(key)
+        if held is not None:
+            held.append(row)
+        elif key in first:
+            repeated[key] = [first[key], row]
         else:
-            top = timeline.peak([row[2:] for row in held], start, end)
-        if top > 0:
-            out[key] = int(top)
+            first[key] = row
+    for key, held in repeated.items():
+        out[key] = (_few_peak(held, start) if len(held) <= FEW
+                    else timeline.peak([row[2:] for row in held], start, end))
     return out
 
 
