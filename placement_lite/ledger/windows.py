@@ -67,13 +67,22 @@ def longest_expr():
     return _READ.scalar_subquery()
 
 
-def overlapping(query: Select, table=_RA, start=None, end=None) -> Select:
-    """`query` (a select over `table`, reservation_amounts or
-    reservations) narrowed to the rows whose window overlaps [start,
-    end), bounded by the longest window: bind parameters `w_start` and
-    `w_end` unless given."""
+def joined(table=_RA, start=None, end=None):
+    """The row of the bound joined to the rows of `table`
+    (reservation_amounts or reservations) whose window overlaps [start,
+    end), bounded by it: a FROM to build on, with `ON_ROW` in the WHERE.
+    Bind parameters `w_start` and `w_end` unless given."""
     start = bindparam("w_start", type_=BigInteger) if start is None else start
     end = bindparam("w_end", type_=BigInteger) if end is None else end
-    return query.join_from(_L, table, and_(
+    return _L.join(table, and_(
         table.c.end_at > start, table.c.end_at < end + _L.c.seconds,
-        table.c.start_at < end)).where(_L.c.id == ROW)
+        table.c.start_at < end))
+
+
+ON_ROW = _L.c.id == ROW
+
+
+def overlapping(query: Select, table=_RA, start=None, end=None) -> Select:
+    """`query` (a select over `table` alone) narrowed to the rows whose
+    window overlaps [start, end), bounded by the longest window."""
+    return query.select_from(joined(table, start, end)).where(ON_ROW)
