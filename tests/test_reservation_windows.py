@@ -173,3 +173,27 @@ def test_the_bound_only_grows(db):
     with db.write() as conn:
         windows.widen(conn, 0, HOUR)
         assert conn.scalar(select(t.reservation_longest.c.seconds)) == 8 * DAY
+
+
+@pytest.mark.parametrize("keys", [1, 3, 40])
+def test_the_fold_of_the_windows_read_is_the_step_functions_peak(monkeypatch, keys):
+    """reserved.peaks folds the rows it reads three ways (one window a
+    key, a few keys repeated, most repeated) and two or a few windows by
+    shortcuts: each agrees with timeline.peak."""
+    rng = random.Random(keys)
+    start, end = 100, 200
+    for _ in range(400):
+        rows = []
+        for _ in range(rng.randrange(0, 60)):
+            s = rng.randrange(0, 250)
+            e = s + rng.randrange(1, 120)
+            if e > start and s < end:
+                rows.append((rng.randrange(keys), rng.randrange(2), s, e,
+                             rng.randrange(1, 5)))
+        monkeypatch.setattr(reserved, "driver_rows",
+                            lambda conn, stmt, params, rows=rows: list(rows))
+        held: dict = {}
+        for rp, rc, s, e, amount in rows:
+            held.setdefault((rp, rc), []).append((s, e, amount))
+        assert reserved.peaks(None, start, end) == {
+            key: timeline.peak(w, start, end) for key, w in held.items()}
