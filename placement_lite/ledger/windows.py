@@ -43,7 +43,7 @@ from sqlalchemy.sql import Select
 
 from placement_lite.db import tables as t
 
-_L, _RA, _R = t.reservation_longest, t.reservation_amounts, t.reservations
+_L, _RA = t.reservation_longest, t.reservation_amounts
 ROW = 1
 _READ = select(_L.c.seconds).where(_L.c.id == ROW)
 _WIDEN = (update(_L).where(_L.c.id == ROW, _L.c.seconds < bindparam("seconds"))
