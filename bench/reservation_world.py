@@ -301,6 +301,14 @@ def _external(conn, table, name: str) -> int:
 
 def _flush(conn, t, rows: list, amounts: list) -> None:
     if rows:
+        longest = getattr(t, "reservation_longest", None)
+        if longest is not None:
+            # The bound the reads of a period trust (ledger/windows.py),
+            # raised with the rows as the ledger's writers raise it; a
+            # tree from before it has no such row.
+            seconds = max(r["end_at"] - r["start_at"] for r in rows)
+            conn.execute(longest.update().where(
+                longest.c.id == 1, longest.c.seconds < seconds).values(seconds=seconds))
         conn.execute(insert(t.reservations), rows)
         conn.execute(insert(t.reservation_amounts), amounts)
         rows.clear()

@@ -9,7 +9,7 @@ from typing import Mapping
 from sqlalchemy import insert, select
 
 from placement_lite.db import tables as t
-from placement_lite.ledger import consumers
+from placement_lite.ledger import consumers, windows
 from tests.factories import class_id
 
 
@@ -40,6 +40,8 @@ def reservation(conn, start: int, end: int, amounts: Mapping, project: str = "p1
     and `user` (created when new), with no check of room or quota; its
     uuid."""
     uuid = uuid or str(uuidlib.uuid4())
+    # As the ledger's writers do: the reads of a period trust this bound.
+    windows.widen(conn, start, end)
     rid = conn.execute(insert(t.reservations).values(
         uuid=uuid, project_id=consumers.ensure_project(conn, project),
         user_id=consumers.ensure_user(conn, user), start_at=start, end_at=end,

@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, insert, select
 from bench import complete, reservations, worlds
 from bench import reservation_world as world
 from placement_lite.db import tables as t
+from placement_lite.ledger import windows
 
 NODES = 40
 
@@ -34,6 +35,7 @@ def _overbook(conn, node: str, start: int, end: int) -> None:
     total = conn.scalar(select(t.inventories.c.total).where(
         t.inventories.c.resource_provider_id == rp,
         t.inventories.c.resource_class_id == vcpu))
+    windows.widen(conn, start, end)
     rid = conn.execute(insert(t.reservations).values(
         uuid=world.uid("overbooked"), project_id=1, user_id=1, start_at=start,
         end_at=end, generation=1)).inserted_primary_key[0]

@@ -399,5 +399,21 @@ reservation_amounts = Table(
     Column("end_at", BigInteger, nullable=False),
     Index("ix_reservation_amounts_rp_rc_end", "resource_provider_id",
           "resource_class_id", "end_at"),
-    Index("ix_reservation_amounts_end_start", "end_at", "start_at"),
+    # What overlaps a window: a range on end_at bounded by the longest
+    # window (ledger/windows.py), answered from the index alone, without
+    # visiting a row per window.
+    Index("ix_reservation_amounts_windows", "end_at", "start_at",
+          "resource_provider_id", "resource_class_id", "amount"),
+)
+
+# One row (id 1): at least the longest window, end_at - start_at, that
+# any row of reservations or reservation_amounts has ever had. A window
+# overlapping [start, end) ends before end + seconds, so the reads of
+# what overlaps a window are a range bounded on both sides of the
+# (end_at, start_at) index (ledger/windows.py). It only grows, in the
+# transaction that writes the longer window.
+reservation_longest = Table(
+    "reservation_longest", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("seconds", BigInteger, nullable=False),
 )

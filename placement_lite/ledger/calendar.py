@@ -33,6 +33,7 @@ from sqlalchemy.engine import Connection
 from placement_lite.db import clock
 from placement_lite.db import tables as t
 from placement_lite.ledger import fleet, providers
+from placement_lite.ledger import windows as overlap
 from placement_lite.ledger.timeline import Step, steps
 
 DAY = 86400
@@ -151,13 +152,16 @@ def project_calendar(conn: Connection, project_id: str, start: int,
     r, ra, rc = t.reservations, t.reservation_amounts, t.resource_classes
     project = select(t.projects.c.id).where(
         t.projects.c.external_id == project_id).scalar_subquery()
+    # The project's reservations overlapping the period: a range of its
+    # index (project_id, end_at) bounded by the longest window
+    # (ledger/windows.py), not all of its future.
     rows = conn.execute(
         select(r.c.uuid, r.c.start_at.label("first"), rc.c.name,
                ra.c.start_at, ra.c.end_at, ra.c.amount)
-        .select_from(r.join(ra, ra.c.reservation_id == r.c.id)
+        .select_from(overlap.joined(r, start, end)
+                     .join(ra, ra.c.reservation_id == r.c.id)
                      .join(rc, rc.c.id == ra.c.resource_class_id))
-        .where(r.c.project_id == project, r.c.end_at > start,
-               r.c.start_at < end))
+        .where(overlap.ON_ROW, r.c.project_id == project))
     windows: dict[str, list] = {}
     counted: dict[str, int] = {}
     for row in rows:

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from placement_lite import errors
 from placement_lite.db import clock
 from placement_lite.db import tables as t
-from placement_lite.ledger import capacity, timeline
+from placement_lite.ledger import capacity, timeline, windows
 
 Key = tuple[int, int]  # (provider id, class id)
 _ra = t.reservation_amounts
@@ -54,12 +54,16 @@ class Room:
                 if h.reservation_id != reservation_id]
 
 
-_OVERLAPPING = select(
+# Per key, a range of the index (provider, class, end_at) bounded on both
+# sides by the longest window (ledger/windows.py): a key's windows far
+# beyond the period are not visited. The bound is read in this statement,
+# under the providers' locks, so it covers every window a writer on these
+# providers committed before them.
+_OVERLAPPING = windows.overlapping(select(
     _ra.c.reservation_id, _ra.c.resource_provider_id, _ra.c.resource_class_id,
     _ra.c.start_at, _ra.c.end_at, _ra.c.amount).where(
     _ra.c.resource_provider_id.in_(bindparam("rps", expanding=True)),
-    _ra.c.resource_class_id.in_(bindparam("rcs", expanding=True)),
-    _ra.c.end_at > bindparam("w_start"), _ra.c.start_at < bindparam("w_end"))
+    _ra.c.resource_class_id.in_(bindparam("rcs", expanding=True))))
 
 
 def read(conn: Connection, keys: Iterable[Key], start: int, end: int) -> Room:

@@ -39,7 +39,7 @@ from placement_lite.db import clock, facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import (
     consumers, draws, lookup, marker, reservation_reads, reservation_room,
-    resource_classes)
+    resource_classes, windows)
 from placement_lite.ledger.allocations import ClaimCheck
 from placement_lite.ledger.generations import utcnow
 from placement_lite.ledger.reservation_reads import Reservation, ShortEntry
@@ -136,6 +136,7 @@ def _before_create(dialect_name: str):
     return select(clock.now_expr(dialect_name).label("db_now"),
                   named(_r, _r.c.uuid, "r_uuid").label("taken"),
                   *draws.marker_columns(),
+                  windows.longest_expr().label("longest"),
                   named(t.projects, t.projects.c.external_id, "project")
                   .label("project"),
                   named(t.users, t.users.c.external_id, "user").label("user"))
@@ -224,7 +225,14 @@ def _providers_of(conn: Connection, reservation_id: int) -> set[int]:
 
 
 def _write_amounts(conn: Connection, reservation_id: int,
-                   amounts: Mapping[Key, int], start: int, end: int) -> None:
+                   amounts: Mapping[Key, int], start: int, end: int,
+                   longest: Optional[int] = None) -> None:
+    """Store the amounts over [start, end), with the reservation's own row
+    at that window in this transaction: the longest window is raised too
+    where this one is longer (ledger/windows.py; `longest`, the bound if
+    this transaction read it already), so no read sees the window without
+    a bound that covers it."""
+    windows.widen(conn, start, end, longest)
     conn.execute(insert(_ra), [
         {"reservation_id": reservation_id, "resource_provider_id": rp,
          "resource_class_id": rc, "amount": amount, "start_at": start,
@@ -311,7 +319,7 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
         raise errors.RaceLost(
             f"Reservation {uuid} was created by another request at the same "
             "time; try again.")
-    _write_amounts(conn, row_id, amounts, start, end)
+    _write_amounts(conn, row_id, amounts, start, end, pre.longest)
     _log(conn, {rp for rp, _rc in amounts})
     _finish(conn, after, uuid, now, lambda: [(project_id, None, (
         start, end, _by_class({k[1]: n[1] for k, n in names.items()}, amounts)),

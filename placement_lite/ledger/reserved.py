@@ -4,7 +4,8 @@ A request for room throughout a window [start, end) must leave, on each
 provider and class, room for the most that reservations hold there at any
 instant of the window (ledger/timeline.py). That peak is read here for
 every provider at once: one statement over the rows overlapping the
-window (the reservation_amounts index on (end_at, start_at)), and the
+window (a range of the reservation_amounts index on (end_at, start_at)
+bounded by the longest window, ledger/windows.py), and the
 step function of each (provider, class) worked out in Python.
 
 Allocations drawn from a reservation (ledger/draws.py) live inside its
@@ -21,12 +22,12 @@ from __future__ import annotations
 from itertools import groupby
 from operator import itemgetter
 
-from sqlalchemy import and_, bindparam, func, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
 from placement_lite.db.engine import driver_rows
-from placement_lite.ledger import timeline
+from placement_lite.ledger import timeline, windows
 
 _RA = t.reservation_amounts
 _INV = t.inventories
@@ -34,14 +35,20 @@ _INV = t.inventories
 # each window's start; past it, the steps are built (ledger/timeline.py).
 FEW = 8
 _KEY = itemgetter(0, 1)
-_OVERLAPPING = select(
+_AMOUNT = itemgetter(4)
+# Bounded on both sides by the longest window (ledger/windows.py).
+_OVERLAPPING = windows.overlapping(select(
+    _RA.c.resource_provider_id, _RA.c.resource_class_id,
+    _RA.c.start_at, _RA.c.end_at, _RA.c.amount))
+# The same, with what is drawn on each key (one row per key on the
+# inventories' unique (provider, class) index).
+_OVERLAPPING_DRAWN = select(
     _RA.c.resource_provider_id, _RA.c.resource_class_id,
     _RA.c.start_at, _RA.c.end_at, _RA.c.amount,
-    # One row per key on the inventories' unique (provider, class) index.
-    func.coalesce(_INV.c.drawn, 0)).select_from(_RA.outerjoin(_INV, and_(
-        _INV.c.resource_provider_id == _RA.c.resource_provider_id,
-        _INV.c.resource_class_id == _RA.c.resource_class_id))).where(
-        _RA.c.end_at > bindparam("start"), _RA.c.start_at < bindparam("end"))
+    func.coalesce(_INV.c.drawn, 0)).select_from(
+        windows.joined(_RA).outerjoin(_INV, and_(
+            _INV.c.resource_provider_id == _RA.c.resource_provider_id,
+            _INV.c.resource_class_id == _RA.c.resource_class_id))).where(windows.ON_ROW)
 
 
 def peaks(conn: Connection, start: int, end: int,
@@ -53,25 +60,56 @@ def peaks(conn: Connection, start: int, end: int,
     (the module's docstring says why, and why never below 0)."""
     if start >= end:
         return {}
-    # Tens of thousands of rows at a year of reservations: the driver's
-    # tuples (integers only, nothing to convert), sorted and grouped by
-    # (provider, class) in C rather than filed one by one in Python.
-    rows = sorted(driver_rows(conn, _OVERLAPPING, {"start": start, "end": end}))
-    out = {}
-    for key, group in groupby(rows, _KEY):
-        held = list(group)
-        if len(held) == 1:
-            # One window overlapping [start, end) holds its amount at
-            # some instant of it.
-            top = held[0][4]
-        elif len(held) <= FEW:
-            top = _few_peak(held, start)
+    # Thousands of rows for a week of a year's reservations: the driver's
+    # tuples (integers only, nothing to convert). Most keys hold one
+    # window in the period, whose amount is its peak (a window overlapping
+    # [start, end) holds it at some instant of it; amounts are positive):
+    # every key goes into the answer that way, in C, and only the keys
+    # seen twice are worked out in Python and overwritten.
+    params = {"w_start": start, "w_end": end}
+    if not less_drawn:
+        return _peaks(driver_rows(conn, _OVERLAPPING, params), start, end)
+    rows = driver_rows(conn, _OVERLAPPING_DRAWN, params)
+    drawn = {row[:2]: row[5] for row in rows if row[5]}
+    out = _peaks([row[:5] for row in rows], start, end)
+    for key, taken in drawn.items():
+        left = out[key] - taken
+        if left > 0:
+            out[key] = left
         else:
-            top = timeline.peak([row[2:5] for row in held], start, end)
-        if less_drawn:
-            top -= held[0][5]
-        if top > 0:
-            out[key] = int(top)
+            del out[key]
+    return out
+
+
+def _peaks(rows: list, start: int, end: int) -> dict[tuple[int, int], int]:
+    """peaks' answer from the rows (provider, class, start, end, amount)
+    overlapping [start, end)."""
+    keys = list(map(_KEY, rows))
+    out = dict(zip(keys, map(_AMOUNT, rows)))
+    if len(out) == len(rows):
+        return out
+    if len(out) * 2 > len(rows):
+        # A few keys repeat: file them as they come.
+        first: dict = {}
+        repeated: dict = {}
+        for key, row in zip(keys, rows):
+            held = repeated.get(key)
+            if held is not None:
+                held.append(row)
+            elif key in first:
+                repeated[key] = [first[key], row]
+            else:
+                first[key] = row
+        groups = repeated.items()
+    else:
+        # Most keys repeat (a million reservations: 2.6 rows a key in a
+        # week): sorted and grouped in C.
+        groups = ((key, list(group)) for key, group in groupby(sorted(rows), _KEY))
+    for key, held in groups:
+        if len(held) == 1:
+            continue
+        out[key] = (_few_peak(held, start) if len(held) <= FEW
+                    else timeline.peak([row[2:] for row in held], start, end))
     return out
 
 
@@ -79,11 +117,21 @@ def _few_peak(held: list, start: int) -> int:
     """The peak of a few rows (provider, class, start, end, amount) whose
     windows all overlap [start, end): what is held rises only where a
     window starts (or at `start`), so the most is held at one of those
-    instants."""
+    instants. Two windows (the commonest case past one) hold both
+    amounts where they meet, and they meet within the period if they
+    meet at all."""
+    if len(held) == 2:
+        (_p, _c, s1, e1, a1), (_p, _c, s2, e2, a2) = held
+        if (s1 if s1 > s2 else s2) < (e1 if e1 < e2 else e2):
+            return a1 + a2
+        return a1 if a1 > a2 else a2
     top = 0
     for row in held:
         at = row[2] if row[2] > start else start
-        level = sum(r[4] for r in held if r[2] <= at < r[3])
+        level = 0
+        for _p, _c, s, e, amount in held:
+            if s <= at < e:
+                level += amount
         if level > top:
             top = level
     return top
