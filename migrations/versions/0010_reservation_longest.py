@@ -7,7 +7,7 @@ Writers of an earlier release do not raise it: stop them before this
 upgrade, as for 0005 to 0007.
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 """
 import sqlalchemy as sa
 from alembic import op
