@@ -2,6 +2,7 @@
 engine's connection discipline holds (charset, isolation, retries)."""
 from __future__ import annotations
 
+import datetime
 import threading
 
 import pytest
@@ -13,7 +14,9 @@ from sqlalchemy.exc import OperationalError
 from placement_lite.db import migrate
 from placement_lite.db.engine import Database, RetryableError, is_retryable_db_error
 from placement_lite.db.tables import metadata
-from tests.backends import backend_id, backend_urls, fresh_url
+from placement_lite.ledger import standards
+from tests.backends import (backend_id, backend_urls, fresh_database, fresh_url,
+                            server_admin, server_url)
 
 
 @pytest.mark.parametrize("backend", backend_urls(), ids=backend_id)
@@ -31,6 +34,68 @@ def test_migrations_from_empty_match_the_table_metadata(backend):
                 map(str, diff))
         finally:
             db.dispose()
+
+
+def _mysql_contents(url: str, since) -> dict:
+    """Every table's CREATE TABLE text and rows, and every foreign key,
+    of the MariaDB/MySQL database at `url`; a time in a row is checked to
+    be from `since` on, then shown as "written meanwhile"."""
+    db = Database(url)
+
+    def seen(value):
+        if isinstance(value, datetime.datetime):
+            assert since <= value <= since + datetime.timedelta(hours=1), (url, value)
+            return "written meanwhile"
+        return value
+    try:
+        with db.engine.connect() as conn:
+            name = conn.execute(text("SELECT DATABASE()")).scalar()
+            tables = [r[0] for r in conn.execute(text("SHOW TABLES"))]
+            out = {table: (conn.execute(text(f"SHOW CREATE TABLE `{table}`")).one()[1],
+                           sorted(tuple(map(seen, row)) for row in
+                                  conn.execute(text(f"SELECT * FROM `{table}`"))))
+                   for table in tables}
+            out["foreign keys"] = sorted(map(tuple, conn.execute(text(
+                "SELECT constraint_name, table_name, referenced_table_name, "
+                "update_rule, delete_rule FROM information_schema.referential_constraints "
+                "WHERE constraint_schema = :s"), {"s": name})))
+            return out
+    finally:
+        db.dispose()
+
+
+def test_a_mysql_test_database_is_what_the_migrations_and_sync_make():
+    """tests/backends.py copies MariaDB/MySQL test databases from one
+    migrated per process; a copy must equal a database migrated and
+    synced from empty: tables, keys, indexes, auto-increment counters,
+    alembic's version and the standard rows."""
+    base = server_url("mysql")
+    with fresh_database(base):
+        pass  # the process's template exists before the clock starts
+    with server_admin(base) as admin:
+        # The server's clock, in its own time zone, to the second.
+        since = admin.execute(text("SELECT CURRENT_TIMESTAMP")).scalar()
+    with fresh_url(base) as url:
+        db = Database(url)
+        try:
+            migrate.upgrade(db.engine)
+            standards.sync(db)
+        finally:
+            db.dispose()
+        migrated = _mysql_contents(url, since)
+    with fresh_database(base) as copy:
+        copied = _mysql_contents(copy.url, since)
+    assert migrated["alembic_version"][1] == [(migrate.head_version(),)]
+    assert migrated["foreign keys"] and migrated["traits"][1]
+    assert any("written meanwhile" in row for row in migrated["traits"][1])
+    # Each database is named by a random number of its own (migration 0007).
+    names = [dict((row[0], row[1:]) for row in contents["facts_heads"][1]).pop(-1)
+             for contents in (migrated, copied)]
+    assert names[0] != names[1]
+    for contents in (migrated, copied):
+        contents["facts_heads"] = (contents["facts_heads"][0],
+                                   [row for row in contents["facts_heads"][1] if row[0] != -1])
+    assert copied == migrated
 
 
 def test_connection_settings(db):
