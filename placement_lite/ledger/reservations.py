@@ -35,11 +35,12 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from placement_lite import errors
-from placement_lite.db import clock, facts_log
+from placement_lite.db import clock
 from placement_lite.db import tables as t
 from placement_lite.ledger import (
     consumers, draws, lookup, marker, reservation_reads, reservation_room,
     resource_classes, windows)
+from placement_lite.ledger import reservation_amounts as amounts_rows
 from placement_lite.ledger.allocations import ClaimCheck
 from placement_lite.ledger.generations import utcnow
 from placement_lite.ledger.reservation_reads import Reservation, ShortEntry
@@ -211,34 +212,6 @@ def _entries(room, reservation_id: int, amounts: Mapping[Key, int],
                                                       amounts, start, end))
 
 
-def _log(conn: Connection, providers: Iterable[int]) -> None:
-    """The windows reserved on these providers change in this write: each
-    process's copy of the facts holds the windows ahead, for plain
-    candidates to leave room for (candidates/ahead.py), and reads them
-    again through the facts log, as it does a provider's inventory."""
-    facts_log.touch(conn, providers)
-
-
-def _providers_of(conn: Connection, reservation_id: int) -> set[int]:
-    return set(conn.scalars(select(_ra.c.resource_provider_id).distinct()
-                            .where(_ra.c.reservation_id == reservation_id)))
-
-
-def _write_amounts(conn: Connection, reservation_id: int,
-                   amounts: Mapping[Key, int], start: int, end: int,
-                   longest: Optional[int] = None) -> None:
-    """Store the amounts over [start, end), with the reservation's own row
-    at that window in this transaction: the longest window is raised too
-    where this one is longer (ledger/windows.py; `longest`, the bound if
-    this transaction read it already), so no read sees the window without
-    a bound that covers it."""
-    windows.widen(conn, start, end, longest)
-    conn.execute(insert(_ra), [
-        {"reservation_id": reservation_id, "resource_provider_id": rp,
-         "resource_class_id": rc, "amount": amount, "start_at": start,
-         "end_at": end} for (rp, rc), amount in sorted(amounts.items())])
-
-
 def _by_uuid(names: Mapping[Key, tuple[str, str]],
              amounts: Mapping[Key, int]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
@@ -319,8 +292,8 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
         raise errors.RaceLost(
             f"Reservation {uuid} was created by another request at the same "
             "time; try again.")
-    _write_amounts(conn, row_id, amounts, start, end, pre.longest)
-    _log(conn, {rp for rp, _rc in amounts})
+    amounts_rows.store(conn, row_id, amounts, start, end, pre.longest)
+    amounts_rows.log(conn, {rp for rp, _rc in amounts})
     _finish(conn, after, uuid, now, lambda: [(project_id, None, (
         start, end, _by_class({k[1]: n[1] for k, n in names.items()}, amounts)),
         None)])
@@ -381,8 +354,8 @@ def replace(conn: Connection, uuid: str, generation: int, start: int,
         start_at=start, end_at=end, generation=_r.c.generation + 1,
         updated_at=utcnow(), **owner))
     conn.execute(delete(_ra).where(_ra.c.reservation_id == row.id))
-    _write_amounts(conn, row.id, amounts, start, end)
-    _log(conn, {rp for rp, _rc in old} | {rp for rp, _rc in amounts})
+    amounts_rows.store(conn, row.id, amounts, start, end)
+    amounts_rows.log(conn, {rp for rp, _rc in old} | {rp for rp, _rc in amounts})
 
     def changes():
         rcs = resource_classes.names_for(conn, {rc for _rp, rc in old})
@@ -426,7 +399,7 @@ def cancel(conn: Connection, uuid: str,
     if row.end_at > now:
         # A pending one: the room it held ahead returns. (An ended one
         # counts nowhere already.)
-        _log(conn, _providers_of(conn, row.id))
+        amounts_rows.log(conn, amounts_rows.providers_of(conn, row.id))
     conn.execute(delete(_ra).where(_ra.c.reservation_id == row.id))
     conn.execute(delete(_r).where(_r.c.id == row.id))
     draws.drop_marker(conn, uuid)
@@ -454,7 +427,7 @@ def end(conn: Connection, uuid: str,
                  .values(end_at=now))
     # What its consumers drew ends with it, in this transaction.
     draws.release(conn, row.id)
-    _log(conn, _providers_of(conn, row.id))
+    amounts_rows.log(conn, amounts_rows.providers_of(conn, row.id))
 
     def changes():
         held = _stored(conn, row.id)
