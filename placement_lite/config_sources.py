@@ -36,6 +36,7 @@ NOT_SETTINGS_ENVIRONMENT = frozenset({
     "PLACEMENT_LITE_UI_SCREENSHOTS",        # tests/test_ui_browser.py
     "PLACEMENT_LITE_UI_README_SHOT",
     "PLACEMENT_LITE_UI_TIMELINE_SHOT",
+    "PLACEMENT_LITE_AHEAD_SEED",            # tests/test_plain_candidates_ahead.py
     # The benchmark's statement counter, read by db/engine.py itself.
     "PLACEMENT_LITE_COUNT_STATEMENTS",
 })
