@@ -29,6 +29,7 @@ def class_id(conn, name: str) -> int:
     if found is not None:
         return found
     top = conn.scalar(select(t.resource_classes.c.id)
+                      .where(t.resource_classes.c.id < t.MARKER_CLASS_MIN_ID)
                       .order_by(t.resource_classes.c.id.desc()).limit(1))
     new_id = max(t.CUSTOM_CLASS_MIN_ID, (top or 0) + 1)
     conn.execute(insert(t.resource_classes).values(id=new_id, name=name))

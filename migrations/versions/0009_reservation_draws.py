@@ -31,18 +31,17 @@ def _marker_classes() -> None:
     conn = op.get_bind()
     rc = sa.table("resource_classes", sa.column("id", sa.Integer),
                   sa.column("name", sa.String))
-    r = sa.table("reservations", sa.column("uuid", sa.String))
-    names = {"CUSTOM_RESERVATION_" + u.upper().replace("-", "_")
-             for u in conn.execute(sa.select(r.c.uuid)).scalars()}
-    names -= set(conn.execute(sa.select(rc.c.name).where(
-        rc.c.name.in_(sorted(names)))).scalars()) if names else set()
-    if not names:
-        return
-    top = conn.execute(sa.select(sa.func.max(rc.c.id))
-                       .where(rc.c.id >= 10000)).scalar()
-    first = 10000 if top is None else top + 1
-    conn.execute(sa.insert(rc), [{"id": first + i, "name": name}
-                                 for i, name in enumerate(sorted(names))])
+    r = sa.table("reservations", sa.column("id", sa.Integer),
+                 sa.column("uuid", sa.String))
+    # Its id: 1,000,000,000 plus the reservation's (tables.MARKER_CLASS_MIN_ID).
+    wanted = {"CUSTOM_RESERVATION_" + u.upper().replace("-", "_"): 1_000_000_000 + rid
+              for rid, u in conn.execute(sa.select(r.c.id, r.c.uuid))}
+    have = set(conn.execute(sa.select(rc.c.name).where(
+        rc.c.name.in_(sorted(wanted)))).scalars()) if wanted else set()
+    rows = [{"id": rid, "name": name} for name, rid in sorted(wanted.items())
+            if name not in have]
+    if rows:
+        conn.execute(sa.insert(rc), rows)
 
 
 def downgrade() -> None:

@@ -76,7 +76,9 @@ def _new_classes(planned: list, have: dict) -> list:
     Placement id unless that id is taken, or is below the custom range for
     a CUSTOM_ name: then under the next free id."""
     taken = set(have.values())
-    next_id = max([t.CUSTOM_CLASS_MIN_ID - 1, *taken]) + 1
+    # (Markers' ids, from MARKER_CLASS_MIN_ID up, are not the custom range.)
+    next_id = max([t.CUSTOM_CLASS_MIN_ID - 1,
+                   *(i for i in taken if i < t.MARKER_CLASS_MIN_ID)]) + 1
     rows = []
     for entry in planned:
         if entry["name"] in have:

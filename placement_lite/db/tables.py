@@ -46,6 +46,11 @@ resource_classes = Table(
     *_timestamps(),
 )
 CUSTOM_CLASS_MIN_ID = 10000
+# A reservation's marker class (ledger/marker.py) takes this plus the
+# reservation's own id, given by its autoincrement: creating one never
+# reads another's id to pick the next, so reservations made at the same
+# time do not queue on it. Custom classes count up below it.
+MARKER_CLASS_MIN_ID = 1_000_000_000
 
 inventories = Table(
     "inventories", metadata,

@@ -304,29 +304,25 @@ def sweep(conn: Connection, r_uuid: str) -> int:
 
 def marker_columns():
     """Columns for a create's first round trip (bind parameter `marker`:
-    the class's name): whether the marker class exists, and the highest
-    custom class id, so creating it costs one statement more."""
+    the class's name): whether the marker class exists already."""
     rc = t.resource_classes
     return (select(rc.c.id).where(rc.c.name == bindparam("marker"))
-            .scalar_subquery().label("marker_id"),
-            select(func.max(rc.c.id)).where(rc.c.id >= t.CUSTOM_CLASS_MIN_ID)
-            .scalar_subquery().label("top_class_id"))
+            .scalar_subquery().label("marker_id"),)
 
 
-def ensure_marker(conn: Connection, r_uuid: str, pre) -> None:
+def ensure_marker(conn: Connection, r_uuid: str, reservation_id: int, pre) -> None:
     """Create the reservation's marker class unless it exists (`pre`:
     the row marker_columns read), so a flavor can name it and GET
-    /resource_classes/<it> answers 200."""
+    /resource_classes/<it> answers 200. Its id comes from the
+    reservation's (t.MARKER_CLASS_MIN_ID), so no other writer wants it."""
     if pre.marker_id is not None:
         return
-    top = pre.top_class_id
     try:
         conn.execute(insert(t.resource_classes).values(
-            id=t.CUSTOM_CLASS_MIN_ID if top is None else top + 1,
-            name=marker.class_name(r_uuid)))
+            id=t.MARKER_CLASS_MIN_ID + reservation_id, name=marker.class_name(r_uuid)))
     except IntegrityError:
-        # Another writer took the id (or made the class) after our read:
-        # a new transaction reads again.
+        # The name was made meanwhile (a PUT /resource_classes of it): a
+        # new transaction reads it.
         raise errors.RaceLost(
             f"Another request created a resource class while reservation "
             f"{r_uuid}'s was being created; try again.")

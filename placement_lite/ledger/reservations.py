@@ -279,9 +279,6 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
     project = (pre.project if pre.project is not None
                else consumers.ensure_project(conn, project_id))
     user = pre.user if pre.user is not None else consumers.ensure_user(conn, user_id)
-    # Its marker class, before the providers' locks as an owner is: a
-    # flavor names it to draw from the reservation.
-    draws.ensure_marker(conn, uuid, pre)
     _admit(conn, amounts, names, start, end)
     try:
         row_id = conn.execute(insert(_r).values(
@@ -292,6 +289,8 @@ def create(conn: Connection, uuid: Optional[str], project_id: str,
         raise errors.RaceLost(
             f"Reservation {uuid} was created by another request at the same "
             "time; try again.")
+    # Its marker class: a flavor names it to draw from the reservation.
+    draws.ensure_marker(conn, uuid, row_id, pre)
     amounts_rows.store(conn, row_id, amounts, start, end, pre.longest)
     amounts_rows.log(conn, {rp for rp, _rc in amounts})
     _finish(conn, after, uuid, now, lambda: [(project_id, None, (

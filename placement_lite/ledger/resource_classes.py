@@ -82,7 +82,8 @@ def names_for(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
 
 def _next_custom_id(conn: Connection) -> int:
     top = conn.scalar(select(func.max(_rc.c.id))
-                      .where(_rc.c.id >= t.CUSTOM_CLASS_MIN_ID))
+                      .where(_rc.c.id >= t.CUSTOM_CLASS_MIN_ID,
+                             _rc.c.id < t.MARKER_CLASS_MIN_ID))
     return t.CUSTOM_CLASS_MIN_ID if top is None else top + 1
 
 
