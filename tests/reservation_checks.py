@@ -205,6 +205,18 @@ class Checker:
         got = {rc: answer["usages"].get(rc, 0) for rc in self.model.inventories[rp]}
         assert got == self.model.usage(rp), (rp, got, self.model.usage(rp))
 
+    def consumer(self, consumer: str) -> None:
+        """GET /allocations/{consumer}: what the model holds for it, the
+        marker rows of its draws included (gone once its reservation
+        ended early or was deleted)."""
+        _s, answer = self.call("GET", f"/allocations/{consumer}", want=200)
+        got = {(rp, rc): n for rp, a in answer["allocations"].items()
+               for rc, n in a["resources"].items()}
+        want = self.model.allocations.get(consumer, {})
+        assert got == want, (consumer, got, want)
+        if any(m.marker_rid(rc) for _rp, rc in got):
+            self.notes[("consumer", "drawing allocations, checked")] += 1
+
     def _period(self, period) -> tuple[dict, int, int]:
         """The query of a calendar over slots `period` (first, last), or
         from now (the default) to the grid's end when None."""

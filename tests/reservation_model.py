@@ -15,6 +15,14 @@ service: it is the doc's rules, written as plainly as they read.
 A decision is a set of acceptable outcomes: a single one where the doc
 fixes it, several where two conditions hold at once and the doc does not
 say which is reported first (the test records which the service chose).
+
+Draws (docs/reservations.md, "Using a reservation"): a consumer's
+allocation on provider P that names reservation R's marker class draws
+its other classes on P from R. The model keeps the marker row as the
+service shows it (a key (P, marker class) of amount 1), and reads from it
+which allocations are drawn. `allocated` is then what is held open (not
+drawn): the room rules above read it; `used` (every allocation) is what
+usages show.
 """
 from __future__ import annotations
 
@@ -43,6 +51,24 @@ CLAIM_REFUSED = (409, "placement.undefined_code")
 # do" names the rule, not the answer. A claim answers 409; the doc's 400
 # covers "a bad body". Either is taken, and the choice is recorded.
 UNITS = frozenset({BAD, CLAIM_REFUSED})
+NOT_ACTIVE = (409, "placement.reservation.not_active")
+OTHER_PROJECT = (409, "placement.reservation.other_project")
+NOT_HELD = (409, "placement.reservation.not_held")
+OVERDRAWN = (409, "placement.reservation.overdrawn")
+MARKER = "CUSTOM_RESERVATION_"
+
+
+def marker_class(rid: str) -> str:
+    """The class naming reservation `rid`: its id upper-cased, dashes as
+    underscores (the doc's spelling)."""
+    return MARKER + rid.upper().replace("-", "_")
+
+
+def marker_rid(rc: str) -> Optional[str]:
+    if not rc.startswith(MARKER):
+        return None
+    hexes = rc[len(MARKER):].lower().split("_")
+    return "-".join(hexes)
 
 
 @dataclass(frozen=True)
@@ -133,6 +159,10 @@ class Model:
     inventories: dict[str, dict[str, Inventory]] = field(default_factory=dict)
     allocations: dict[str, dict[Key, int]] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    # The reservations whose marker class exists: made with the
+    # reservation, gone with it (nothing else here refers to one).
+    markers: set = field(default_factory=set)
+    project: str = ""  # the one project that holds every reservation
 
     # What is held -------------------------------------------------------
 
@@ -143,8 +173,38 @@ class Model:
         rp, rc = key
         return self.inventories[rp][rc].capacity
 
+    @staticmethod
+    def drawn_from(held: dict[Key, int], rp: str) -> Optional[str]:
+        """The reservation a consumer's allocation on `rp` draws from."""
+        for (p, rc) in held:
+            if p == rp and marker_rid(rc) is not None:
+                return marker_rid(rc)
+        return None
+
     def allocated(self, key: Key) -> int:
+        """What is held open at `key`: what takes room at every instant."""
+        return sum(held.get(key, 0) for held in self.allocations.values()
+                   if self.drawn_from(held, key[0]) is None)
+
+    def used(self, key: Key) -> int:
         return sum(held.get(key, 0) for held in self.allocations.values())
+
+    def drawn(self, rid: str, key: Key, without: str = "") -> int:
+        """What reservation `rid` has given out at `key` (but to
+        consumer `without`)."""
+        return sum(held.get(key, 0) for c, held in self.allocations.items()
+                   if c != without and self.drawn_from(held, key[0]) == rid)
+
+    def drawing(self) -> dict[str, dict[Key, int]]:
+        """Per reservation, what it has given out at each key."""
+        out: dict = {}
+        for held in self.allocations.values():
+            for (rp, rc), n in held.items():
+                rid = self.drawn_from(held, rp)
+                if rid is not None and marker_rid(rc) is None:
+                    out.setdefault(rid, {}).setdefault((rp, rc), 0)
+                    out[rid][(rp, rc)] += n
+        return out
 
     def reserved(self, key: Key, k: int, without: str = "") -> int:
         return sum(r.amounts.get(key, 0) for r in self.reservations.values()
@@ -212,6 +272,7 @@ class Model:
         def apply(answer: dict) -> None:
             self.reservations[rid] = Reservation(
                 rid, start, end, dict(amounts), answer.get("generation"))
+            self.markers.add(rid)
         return Decision(frozenset({CREATED}), apply=apply)
 
     def replace(self, rid: str, generation_ok: bool, start: int, end: int,
@@ -231,6 +292,12 @@ class Model:
         if end <= start:
             reasons.append(BAD)
         short = []
+        if not reasons and r.status == "active" and any(
+                amounts.get(key, 0) < n
+                for key, n in self.drawing().get(rid, {}).items()):
+            # "A change of an active reservation may not make it hold
+            # less than it has given out", checked before room is.
+            return _refuse(OVERDRAWN)
         if end > start and not reasons:
             short = self._admit(reasons, amounts, start, end, without=rid,
                                 checked=self._raised(r, amounts))
@@ -262,8 +329,23 @@ class Model:
             return _refuse(NOT_FOUND)
         if r.status == "active":
             return _refuse(STARTED)
-        return Decision(frozenset({GONE}),
-                        apply=lambda _a: self.reservations.pop(rid))
+
+        def apply(_answer: dict) -> None:
+            self.release(rid)
+            self.reservations.pop(rid)
+            self.markers.discard(rid)
+        return Decision(frozenset({GONE}), apply=apply)
+
+    def release(self, rid: str) -> None:
+        """Remove what `rid` gave out (its drawn allocations and marker
+        rows); consumers left with nothing go."""
+        for consumer, held in list(self.allocations.items()):
+            rps = {rp for rp, _rc in held if self.drawn_from(held, rp) == rid}
+            kept = {k: n for k, n in held.items() if k[0] not in rps}
+            if kept:
+                self.allocations[consumer] = kept
+            else:
+                self.allocations.pop(consumer)
 
     def end(self, rid: str) -> Decision:
         r = self.reservations.get(rid)
@@ -277,6 +359,7 @@ class Model:
         def apply(answer: dict) -> None:
             r.ended = True
             r.generation = answer.get("generation")
+            self.release(rid)
         return Decision(frozenset({OK}), apply=apply)
 
     def short(self, rid: str) -> list[Shortfall]:
@@ -304,20 +387,56 @@ class Model:
 
     # Claims and inventories -------------------------------------------
 
-    def claim(self, consumer: str, amounts: dict[Key, int]) -> Decision:
+    def claim(self, consumer: str, amounts: dict[Key, int],
+              project: str = "") -> Decision:
         """PUT /allocations/{consumer}: the consumer then holds `amounts`
-        (and nothing else). Each amount follows its inventory's units; a
-        key whose usage rises must leave room for the most reserved there
-        at any instant from now on. A key whose usage does not rise is
-        let through, over capacity or not."""
+        (and nothing else), as `project`'s (the reservations' one when
+        not given). A provider's amounts that name a marker class are
+        drawn from its reservation, which must be active, the project's,
+        hold each class there and have that much left to give; drawn
+        amounts take no free room. Each amount follows its inventory's
+        units; a key whose open usage rises must leave room for the most
+        reserved there at any instant from now on. A key whose open usage
+        does not rise is let through, over capacity or not."""
+        project = project or self.project
         held = self.allocations.get(consumer, {})
+        draws: dict[str, str] = {}
+        for rp, rc in amounts:
+            rid = marker_rid(rc)
+            if rid is None:
+                continue
+            if rid not in self.markers:
+                return _refuse(BAD)  # Placement's "No such resource class"
+            if draws.setdefault(rp, rid) != rid:
+                return _refuse(BAD)  # two reservations on one provider
+        for rp in sorted(draws):
+            r = self.reservations.get(draws[rp])
+            if r is None or r.status != "active":
+                return _refuse(NOT_ACTIVE)
+            if project != self.project:
+                return _refuse(OTHER_PROJECT)
+            if any(p == rp and marker_rid(rc) is None and (p, rc) not in r.amounts
+                   for p, rc in amounts):
+                return _refuse(NOT_HELD)
+        for key in sorted(amounts):
+            rid = draws.get(key[0])
+            if rid is None or marker_rid(key[1]) is not None:
+                continue
+            if self.drawn(rid, key, without=consumer) + amounts[key] > \
+                    self.reservations[rid].amounts[key]:
+                return _refuse(OVERDRAWN)
         for key in sorted(amounts):
             rp, rc = key
+            if marker_rid(rc) is not None:
+                continue  # a marker row needs no inventory, takes no room
             inv = self.inventories[rp][rc]
             if not inv.allows(amounts[key]):
                 return _refuse(CLAIM_REFUSED)
-            if amounts[key] > held.get(key, 0):
-                after = self.allocated(key) - held.get(key, 0) + amounts[key]
+            open_claim = 0 if rp in draws else amounts[key]
+            held_open = (held.get(key, 0) if self.drawn_from(held, rp) is None
+                         else 0)
+            if open_claim > held_open:
+                after = self.allocated(key) - held_open + open_claim
                 if after + self.peak(key) > inv.capacity:
                     refused = _refuse(CLAIM_REFUSED)
                     if after <= inv.capacity:
@@ -343,7 +462,7 @@ class Model:
         return Decision(frozenset({OK}), apply=apply)
 
     def usage(self, rp: str) -> dict[str, int]:
-        return {rc: self.allocated((rp, rc)) for rc in self.inventories[rp]}
+        return {rc: self.used((rp, rc)) for rc in self.inventories[rp]}
 
     @staticmethod
     def steps(amount_at: Callable[[int], int], first: int, last: int) -> list:

@@ -2,12 +2,17 @@
 
 Random providers, claims, inventory changes and reservations (made,
 replaced, cancelled, ended) on a grid of hourly slots a day ahead, driven
-through the API in-process. After every step the service and the model
+through the API in-process; and claims drawing from reservations
+(docs/reservations.md, "Using a reservation"): by the holder's project
+and by another, within what is left to give and one step over, released,
+ended under them, shrunk below them, and bookings right after them.
+Reservations drawn from start in the past (stored as the database's
+now), as only those are active. After every step the service and the model
 must agree on the answer (status and code; for a refusal for want of
 room, the provider, class, first interval and figures of its detail),
 and then on every reservation (window, status, amounts, generation,
-`short`), every provider's usage, and (where the route exists) each
-provider's calendar.
+`short`), every provider's usage, (where the route exists) each
+provider's calendar, and consumers' allocations (marker rows included).
 
 SQLite always; MariaDB and PostgreSQL when PLACEMENT_LITE_TEST_DB_URLS
 names them. RESERVATION_MODEL_EXAMPLES and RESERVATION_MODEL_STEPS size a
@@ -45,6 +50,10 @@ PHASES = (tuple(Phase) if os.environ.get("RESERVATION_MODEL_SHRINK", "1") != "0"
 SLOTS = 6
 CLASSES = ("VCPU", "DISK_GB")
 CONSUMERS = 4
+# Consumers that only draws write (besides releases and ends): what they
+# draw outlives the plain claims' rewrites, so the rules about changes
+# and bookings beside drawn allocations have some to work with.
+DRAWERS = 2
 
 slot = st.integers(0, SLOTS - 1)
 start_slot = st.sampled_from([m.NOW, m.NOW] + list(range(SLOTS)))
@@ -78,9 +87,10 @@ def machine(client, db, base: int, counts: collections.Counter,
     class Reservations(RuleBasedStateMachine):
         def __init__(self):
             super().__init__()
-            self.model = m.Model(SLOTS)
             self.project = f"p-{uuidlib.uuid4().hex[:12]}"
-            self.consumers = [str(uuidlib.uuid4()) for _ in range(CONSUMERS)]
+            self.model = m.Model(SLOTS, project=self.project)
+            self.consumers = [str(uuidlib.uuid4())
+                              for _ in range(CONSUMERS + DRAWERS)]
             self.check = Checker(client, db, base, self.model, counts, notes)
             self.notes = notes
             self.listed = self.steps = 0
@@ -125,7 +135,9 @@ def machine(client, db, base: int, counts: collections.Counter,
             """Shrink the inventory of one of `r`'s keys so that its
             fullest instant lacks a unit of room (total - reserved at
             least 1, ratio 1)."""
-            rp, rc = key = min(r.amounts)
+            # The first of its keys in the order made: ids are random,
+            # and the same steps must shrink the same inventory on replay.
+            rp, rc = key = next(k for k in self.model.keys() if k in r.amounts)
             most = max(self.model.allocated(key) + self.model.reserved(key, k)
                        for k in range(max(r.start, m.NOW), r.end))
             invs = dict(self.model.inventories[rp])
@@ -259,6 +271,8 @@ def machine(client, db, base: int, counts: collections.Counter,
             self.check.decide("cancel", decision, "DELETE", f"/reservations/{rid}")
             if decision.accepts:
                 self.check.call("GET", f"/reservations/{rid}", want=404)
+                for consumer in self.consumers:
+                    self.check.consumer(consumer)
 
         @precondition(lambda self: self.model.reservations)
         @rule(which=st.integers(0, 50), unknown=st.integers(0, 9))
@@ -270,8 +284,13 @@ def machine(client, db, base: int, counts: collections.Counter,
                    active[which % len(active)] if active and unknown > 3 else
                    self._pick(which)) or str(uuidlib.uuid4())
             decision = self.model.end(rid)
+            if decision.accepts and self.model.drawing().get(rid):
+                self.notes[("end", "of one with draws (they go with it)")] += 1
             self.check.decide("end", decision, "POST", f"/reservations/{rid}/end",
                               rid=rid)
+            if decision.accepts:
+                for consumer in self.consumers:
+                    self.check.consumer(consumer)
 
         # Claims and inventories -------------------------------------------
 
@@ -293,14 +312,161 @@ def machine(client, db, base: int, counts: collections.Counter,
             want[key] = self._edge(key, room, over)
             self._claim("claim (edge)", consumer, want)
 
-        def _claim(self, kind: str, consumer: str, want: dict) -> None:
+        def _claim(self, kind: str, consumer: str, want: dict,
+                   project: str = "") -> None:
             gen = self.check.call("GET", f"/allocations/{consumer}",
                                   want=200)[1].get("consumer_generation")
-            decision = self.model.claim(consumer, want)
+            decision = self.model.claim(consumer, want, project)
             self.check.decide(kind, decision, "PUT", f"/allocations/{consumer}", {
                 "allocations": self.check.allocations_body(want),
-                "project_id": self.project, "user_id": "u1",
+                "project_id": project or self.project, "user_id": "u1",
                 "consumer_generation": gen, "consumer_type": "INSTANCE"})
+
+        # Draws ----------------------------------------------------------
+
+        def _drawn_keys(self) -> list:
+            """(reservation, key) pairs where something is drawn, in a
+            replayable order."""
+            given = self.model.drawing()
+            return [(rid, key) for rid in self.model.reservations
+                    for key in self.model.keys() if key in given.get(rid, {})]
+
+        def _active(self) -> list:
+            return [rid for rid, r in self.model.reservations.items()
+                    if r.status == "active"]
+
+        @precondition(lambda self: self._active())
+        @rule(which=st.integers(0, 7), length=st.integers(1, SLOTS),
+              part=st.sampled_from([1, 2, 2, 3]))
+        def reserve_from_now(self, which, length, part):
+            """A reservation from now of a part (all, half, a third) of
+            the room a key has: one to draw from."""
+            key = self.model.keys()[which % len(self.model.keys())]
+            room = min(self.model.capacity(key) - self.model.allocated(key)
+                       - self.model.reserved(key, k) for k in range(m.NOW, length))
+            want = {key: self._edge(key, room / part, False)}
+            rid = str(uuidlib.uuid4())
+            body = {"id": rid, "project_id": self.project, "user_id": "u1",
+                    "start": self.check.start_text(m.NOW), "end": iso(at(base, length)),
+                    "allocations": self.check.allocations_body(want)}
+            self.check.decide("create (from now)",
+                              self.model.create(rid, m.NOW, length, want),
+                              "POST", "/reservations", body, rid=rid)
+
+        @precondition(lambda self: self._active())
+        @rule(who=st.integers(0, CONSUMERS + DRAWERS - 1), which=st.integers(0, 50),
+              mode=st.sampled_from(["edge", "edge", "over", "some", "some",
+                                    "other project", "not held"]),
+              keep=st.booleans(), n=st.integers(1, 3))
+        def draw(self, who, which, mode, keep, n):
+            """A claim drawing from an active reservation on one of its
+            providers: all it has left to give there, one step more, or
+            some; by another project; naming a class it does not hold
+            there. With `keep`, the consumer keeps what it holds on other
+            providers (open or drawn)."""
+            active = self._active()
+            self._draw(who, active[which % len(active)], which, mode, keep, n)
+
+        @precondition(lambda self: self.model.reservations)
+        @rule(who=st.integers(0, CONSUMERS + DRAWERS - 1), which=st.integers(0, 50),
+              n=st.integers(1, 3))
+        def draw_any(self, who, which, n):
+            """A draw from any reservation: pending or ended ones too."""
+            self._draw(who, self._pick(which), which, "any", False, n)
+
+        def _draw(self, who, rid, which, mode, keep, n):
+            r = self.model.reservations[rid]
+            consumer = self.consumers[who]
+            # In the order made: ids are random (see _pick).
+            rps = [rp for rp in self.model.inventories
+                   if any(k[0] == rp for k in r.amounts)]
+            rp = rps[which % len(rps)]
+            held = self.model.allocations.get(consumer, {})
+            want = {k: a for k, a in held.items() if keep and k[0] != rp}
+            for key in self.model.keys():
+                if key[0] != rp or key not in r.amounts:
+                    continue
+                amount = r.amounts[key]
+                left = amount - self.model.drawn(rid, key, without=consumer)
+                want[key] = (self._edge(key, left, mode == "over")
+                             if mode in ("edge", "over") else
+                             self._edge(key, min(left, n), False))
+            if mode == "not held":
+                missing = [rc for rc in CLASSES if (rp, rc) not in r.amounts]
+                if missing:
+                    want[(rp, missing[0])] = self._edge((rp, missing[0]), n, False)
+            want[(rp, m.marker_class(rid))] = 1
+            self._claim(f"draw ({mode})", consumer, want,
+                        f"other-{self.project}" if mode == "other project" else "")
+
+        @precondition(lambda self: self.model.drawing())
+        @rule(which=st.integers(0, 50))
+        def release_drawn(self, which):
+            """DELETE /allocations of a consumer that draws."""
+            drawing = [c for c, held in self.model.allocations.items()
+                       if any(self.model.drawn_from(held, rp) for rp, _rc in held)]
+            consumer = sorted(drawing, key=self.consumers.index)[
+                which % len(drawing)]
+            self.check.decide("unclaim (drawn)", self.model.unclaim(consumer),
+                              "DELETE", f"/allocations/{consumer}")
+
+        @precondition(lambda self: self.model.drawing())
+        @rule(which=st.integers(0, 50), by=st.sampled_from([-1, 0, 0, 1]))
+        def shrink_drawn(self, which, by):
+            """A change of a reservation with draws: one drawn key's
+            amount set to what it gave out, a step below (overdrawn) or a
+            step above; the rest, and the window, kept."""
+            rid, key = self._drawn_keys()[which % len(self._drawn_keys())]
+            r = self.model.reservations[rid]
+            step = self.model.inventories[key[0]][key[1]].step_size
+            want = dict(r.amounts)
+            want[key] = self.model.drawn(rid, key) + by * step
+            if want[key] < 1:
+                # Below what it gave out: without the key, where it
+                # holds another.
+                if len(want) > 1:
+                    del want[key]
+                else:
+                    want[key] = step
+            start_text = (iso(r.start_at) if r.start == m.NOW
+                          else self.check.start_text(r.start))
+            decision = self.model.replace(rid, True, r.start, r.end, want,
+                                          r.start == m.NOW)
+            body = {"generation": r.generation, "start": start_text,
+                    "end": iso(at(base, r.end)),
+                    "allocations": self.check.allocations_body(want)}
+            self.check.decide(f"replace (drawn, {by:+d})", decision, "PUT",
+                              f"/reservations/{rid}", body, rid=rid,
+                              before=r.generation)
+
+        @precondition(lambda self: self.model.drawing())
+        @rule(which=st.integers(0, 50), length=st.integers(1, SLOTS),
+              over=st.sampled_from([False, False, True]))
+        def book_after_drawn(self, which, length, over):
+            """The back-to-back booking: a reservation from the end of
+            one with draws, of all the room a drawn key has there (or one
+            unit more). Drawn allocations count inside their reservation
+            only, so they take none of it."""
+            rid, key = self._drawn_keys()[which % len(self._drawn_keys())]
+            r = self.model.reservations[rid]
+            if r.end >= SLOTS:
+                return
+            start, end = r.end, min(SLOTS, r.end + length)
+            room = min(self.model.capacity(key) - self.model.allocated(key)
+                       - self.model.reserved(key, k) for k in range(start, end))
+            want = {key: self._edge(key, room, over)}
+            new = str(uuidlib.uuid4())
+            decision = self.model.create(new, start, end, want)
+            if decision.accepts and (self.model.allocated(key) + want[key] + max(
+                    self.model.reserved(key, k) for k in range(start, end))
+                    + self.model.drawn(rid, key) > self.model.capacity(key)):
+                self.notes[("create (after drawn)",
+                            "admitted only as drawn ones are not counted")] += 1
+            body = {"id": new, "project_id": self.project, "user_id": "u1",
+                    "start": self.check.start_text(start), "end": iso(at(base, end)),
+                    "allocations": self.check.allocations_body(want)}
+            self.check.decide("create (after drawn)", decision, "POST",
+                              "/reservations", body, rid=new)
 
         @precondition(lambda self: self.model.allocations)
         @rule(who=st.integers(0, CONSUMERS - 1))
@@ -363,6 +529,9 @@ def machine(client, db, base: int, counts: collections.Counter,
                 self.check.usages(rp)
                 self.check.calendar(rp, period)
             self.check.project_calendar(self.project, period)
+            # One consumer's allocations a step, in turn; every one's
+            # after an end or a cancel (which remove what was drawn).
+            self.check.consumer(self.consumers[n % len(self.consumers)])
 
     return Reservations
 
@@ -394,7 +563,14 @@ def test_reservations_agree_with_the_model(db):
     seen = {note for (_kind, note), n in notes.items()}
     assert {"refused for what is reserved ahead", "of a short reservation",
             "a short reservation, checked", "detail checked, interval ahead",
-            "detail checked, interval from now"} <= seen, notes
+            "detail checked, interval from now",
+            "of one with draws (they go with it)",
+            "drawing allocations, checked"} <= seen, notes
+    # Draws were taken, and refused for each of the doc's reasons.
+    drew = {o for (k, o), n in counts.items() if k.startswith("draw")}
+    assert {"accepted"} | {f"refused 409 placement.reservation.{code}" for code in
+                           ("not_active", "other_project", "not_held",
+                            "overdrawn")} <= drew, counts
 
 
 def test_the_model_reads_the_docs_example():
