@@ -46,8 +46,9 @@ def _marker_classes() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("allocations") as batch:
-        batch.drop_index("ix_allocations_reservation")
+        # The foreign key first: MariaDB keeps the index while a key needs it.
         batch.drop_constraint("fk_allocations_reservation_id", type_="foreignkey")
+        batch.drop_index("ix_allocations_reservation")
         batch.drop_column("reservation_id")
     with op.batch_alter_table("inventories") as batch:
         batch.drop_column("drawn")
