@@ -444,7 +444,10 @@ def test_the_overlay_worked_out_again_where_windows_ended_is_the_whole_one():
     """Ahead.at from the last overlay (only keys whose windows ended since,
     or whose provider's windows were read again, worked out again) against
     Ahead.at from nothing, and both against a brute force, at increasing
-    instants through many window ends and reservation writes."""
+    instants through many window ends and reservation writes: several
+    writes between two overlays (past the lineage remembered, too), and
+    enough of them that the index's layers merge many times."""
+    from placement_lite.candidates import ahead as ahead_mod
     from placement_lite.candidates.ahead import Ahead
     rng = random.Random(SEED + 11)
 
@@ -454,13 +457,14 @@ def test_the_overlay_worked_out_again_where_windows_ended_is_the_whole_one():
             start = rng.randint(lo, lo + 200)
             windows.setdefault(key, []).append(
                 (start, start + rng.randint(1, 80), rng.randint(1, 5)))
+    merges = 0
     for _world in range(60):
         windows: dict = {}
         add(windows, rng.randint(1, 60), 0)
         ahead = Ahead({k: tuple(sorted(ws)) for k, ws in windows.items()})
         last, now = None, rng.randint(-10, 40)
         while now < 320:
-            if rng.random() < 0.3:
+            for _write in range(rng.choice((0, 0, 1, 1, 2, 3, ahead_mod.LINEAGE + 1))):
                 # A write: some providers' windows read again (some gone,
                 # some new), the rest as they were.
                 changed = set(rng.sample(range(1, 7), rng.randint(1, 3)))
@@ -475,13 +479,26 @@ def test_the_overlay_worked_out_again_where_windows_ended_is_the_whole_one():
                 # others are carried over as they were.
                 windows = {k: ws for k, ws in windows.items() if k[0] not in changed
                            or any(e > now for _s, e, _a in ws)}
-                ahead = Ahead({k: tuple(sorted(ws)) for k, ws in windows.items()},
-                              ahead, changed)
+                layers = len(ahead.layers)
+                if rng.random() < 0.5:
+                    ahead = Ahead({k: tuple(sorted(ws)) for k, ws in windows.items()},
+                                  ahead, changed)
+                else:
+                    # As read_again makes it from the rows it read.
+                    read = {k: tuple(sorted(ws)) for k, ws in windows.items()
+                            if k[0] in changed}
+                    ahead = ahead_mod.again(ahead, read, {}, changed)
+                merges += len(ahead.layers) <= layers
             made = ahead.at(now, last)
             whole = ahead.at(now)
             extra = made.overlay.extra if made.overlay is not None else {}
             assert extra == (whole.overlay.extra if whole.overlay is not None else {})
             assert made.until == whole.until
+            if made.overlay is not None:
+                # What the readers walk: each provider's keys, exactly.
+                assert made.overlay.by_provider == whole.overlay.by_provider or {
+                    rp: sorted(rows) for rp, rows in made.overlay.by_provider.items()} == {
+                    rp: sorted(rows) for rp, rows in whole.overlay.by_provider.items()}
             brute = {}
             for key, ws in windows.items():
                 instants = {now} | {s for s, _e, _a in ws if s > now}
@@ -491,4 +508,8 @@ def test_the_overlay_worked_out_again_where_windows_ended_is_the_whole_one():
             assert extra == brute, (now, windows)
             ends = [e for ws in windows.values() for _s, e, _a in ws if e > now]
             assert made.until == (min(ends) if ends else None)
-            last, now = made, now + rng.randint(0, 30)
+            if rng.random() < 0.7:
+                # Otherwise the next overlay is made from an older one.
+                last = made
+            now += rng.randint(0, 30)
+    assert merges > 100

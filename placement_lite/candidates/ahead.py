@@ -63,35 +63,111 @@ def _statements(dialect_name: str) -> tuple:
                 _RA.c.resource_provider_id.in_(bindparam("ids", expanding=True)), live))
 
 
+class _Ends:
+    """One layer of an Ahead's index of window ends: every end in it, in
+    order, and the keys a window ends on at each. Never changed once
+    made. A layer may name an end whose window has since been read again
+    and is gone: harmless, as the keys named are worked out from the
+    windows as they are, and `next_after` skips it."""
+
+    __slots__ = ("ends", "keys", "size")
+
+    def __init__(self, pairs: Iterable[tuple]):
+        """`pairs`: (end, key) of each window."""
+        keys: dict = {}
+        size = 0
+        for end, key in pairs:
+            keys.setdefault(end, []).append(key)
+            size += 1
+        self.ends = sorted(keys)
+        self.keys = keys
+        self.size = size
+
+    def between(self, lo: int, hi: int) -> Iterable:
+        """The keys of the ends in (lo, hi]."""
+        ends, keys = self.ends, self.keys
+        for end in ends[bisect_right(ends, lo):bisect_right(ends, hi)]:
+            yield from keys[end]
+
+    def next_after(self, now: int, windows: Mapping) -> Optional[int]:
+        """The first end after `now` that some window of `windows` has."""
+        ends, keys = self.ends, self.keys
+        for i in range(bisect_right(ends, now), len(ends)):
+            end = ends[i]
+            for key in keys[end]:
+                if any(w[1] == end for w in windows.get(key, ())):
+                    return end
+        return None
+
+
+def _pairs(windows: Mapping, keys: Iterable) -> list:
+    return [(end, key) for key in keys for _s, end, _a in windows[key]]
+
+
+def _layered(layers: tuple, fresh: _Ends, windows: Mapping) -> tuple:
+    """`layers` with `fresh` on top, the top ones merged while the newest
+    is at least half the size of the one below it (so a write costs what
+    it changed, and a window's end is merged again only a logarithmic
+    number of times); a merge leaves out the ends `windows` no longer
+    has."""
+    if fresh.size:
+        layers = layers + (fresh,)
+    while len(layers) >= 2 and layers[-1].size * 2 >= layers[-2].size:
+        lower, upper = layers[-2], layers[-1]
+        merged = _Ends(
+            (end, key) for layer in (lower, upper)
+            for end, ks in layer.keys.items() for key in ks
+            if any(w[1] == end for w in windows.get(key, ())))
+        layers = layers[:-2] + ((merged,) if merged.size else ())
+    return layers
+
+
+# How many earlier Aheads one remembers, with the providers read again
+# since each: the overlay made from any of them is carried over.
+LINEAGE = 8
+
+
 class Ahead:
     """(provider id, class id) -> the windows (start, end, amount) on it
     not ended when they were read, and what was drawn there from
-    reservations (ledger/draws.py). Never changed once made."""
+    reservations (ledger/draws.py). Never changed once made.
 
-    __slots__ = ("windows", "drawn", "ends", "keys_ending", "base", "changed",
-                 "__weakref__")
+    One read again after a write (read_again) costs what the write
+    changed, not what is held: the mappings are copied whole (in C), the
+    index of window ends gets a layer for the keys read again
+    (_layered), and an overlay made from an earlier Ahead is carried over
+    for the providers not read again since (`lineage`)."""
+
+    __slots__ = ("windows", "classes", "drawn", "layers", "lineage", "__weakref__")
 
     def __init__(self, windows: Mapping[tuple, tuple], base: Optional["Ahead"] = None,
                  changed: Iterable[int] = (), drawn: Optional[Mapping[tuple, int]] = None):
-        """`base` and `changed`: the Ahead this one was read again from,
-        and the providers whose windows were, so that an overlay made from
-        `base` is carried over for the others (weakly held: a chain of
-        them is never kept). `drawn`: key -> what allocations drawn from
-        reservations hold there, which `used` counts already."""
+        """From whole mappings. `base` and `changed`: the Ahead this one
+        was read again from, and the providers whose windows were, so
+        that an overlay made from `base` is carried over for the others.
+        `drawn`: key -> what allocations drawn from reservations hold
+        there, which `used` counts already."""
         self.windows = {key: ws for key, ws in windows.items() if ws}
         self.drawn = {key: n for key, n in (drawn or {}).items()
                       if n and key in self.windows}
-        self.base = weakref.ref(base) if base is not None else None
-        self.changed = frozenset(changed)
-        # Every window's end, in order, and the keys a window ends on at
-        # each: after the first overlay, only the keys whose windows
-        # ended since are worked out again.
-        keys_ending: dict = {}
-        for key, ws in self.windows.items():
-            for _start, end, _amount in ws:
-                keys_ending.setdefault(end, []).append(key)
-        self.ends = sorted(keys_ending)
-        self.keys_ending = keys_ending
+        self.classes = _classes(self.windows)
+        if base is None:
+            self.layers = (_Ends(_pairs(self.windows, self.windows)),)
+            self.lineage = ()
+        else:
+            changed = frozenset(changed)
+            keys = [key for key in self.windows if key[0] in changed]
+            self.layers = _layered(base.layers, _Ends(_pairs(self.windows, keys)),
+                                   self.windows)
+            self.lineage = _lineage(base, changed)
+
+    @classmethod
+    def _made(cls, windows: dict, classes: dict, drawn: dict, layers: tuple,
+              lineage: tuple) -> "Ahead":
+        ahead = cls.__new__(cls)
+        ahead.windows, ahead.classes, ahead.drawn = windows, classes, drawn
+        ahead.layers, ahead.lineage = layers, lineage
+        return ahead
 
     def __bool__(self) -> bool:
         return bool(self.windows)
@@ -102,47 +178,95 @@ class Ahead:
 
     __hash__ = None  # equal by value, and not for keeping in sets
 
+    def changed_since(self, earlier: "Ahead") -> Optional[frozenset]:
+        """The providers read again between `earlier` and this one, or
+        None when `earlier` is not among those remembered."""
+        for ref, changed in self.lineage:
+            if ref() is earlier:
+                return changed
+        return None
+
     def at(self, now: int, last: Optional["Made"] = None) -> "Made":
         """The overlay at the database's instant `now`, and the instant
         it holds until (None: for ever, as nothing is reserved ahead any
         more). What a claim leaves room for, per key: the peak of its
         windows not ended at `now` (reserved_ahead.peak_from_now).
         `last`: one made at an earlier instant from this Ahead, or from
-        the one it was read again from: its keys are worked out again
-        only where a window ended since, or where the windows were read
+        one it was read again from: its keys are worked out again only
+        where a window ended since, or where the windows were read
         again."""
-        ends = self.ends
-        same = last is not None and last.at <= now and last.ahead is self
-        based = (not same and last is not None and last.at <= now
-                 and self.base is not None and self.base() is last.ahead)
-        if same or based:
-            extra = dict(last.overlay.extra) if last.overlay is not None else {}
+        changed = None
+        if last is not None and last.at <= now:
+            changed = (frozenset() if last.ahead is self
+                       else self.changed_since(last.ahead))
+        windows, drawn = self.windows, self.drawn
+        if changed is None:
+            extra: dict = {}
+            by_provider: Optional[dict] = None
+            keys: Iterable = windows.keys()
+        else:
+            prev = last.overlay
+            extra = dict(prev.extra) if prev is not None else {}
+            by_provider = dict(prev.by_provider) if prev is not None else {}
             keys = set()
-            for end in ends[bisect_right(ends, last.at):bisect_right(ends, now)]:
-                keys.update(self.keys_ending[end])
-            if based:
+            for layer in self.layers:
+                keys.update(layer.between(last.at, now))
+            if changed:
                 # The providers read again: their keys from the windows as
                 # they are now (those left without any dropped).
-                changed = self.changed
-                extra = {key: n for key, n in extra.items() if key[0] not in changed}
-                keys.update(key for key in self.windows if key[0] in changed)
-        else:
-            extra, keys = {}, self.windows.keys()
+                before = last.ahead.classes
+                for rp in changed:
+                    for rc in before.get(rp, ()):
+                        extra.pop((rp, rc), None)
+                    by_provider.pop(rp, None)
+                    keys.update((rp, rc) for rc in self.classes.get(rp, ()))
+        touched = set()
         for key in keys:
-            live = [w for w in self.windows[key] if w[1] > now]
+            ws = windows.get(key, ())
+            live = [w for w in ws if w[1] > now]
             # A drawn allocation lives inside its reservation's amount and
             # is in `used` too: counted once. Never below 0 (an extra only
             # takes room away; where drawn rows outlive their windows the
             # answer stays on the safe side until they are swept).
-            top = peak_from_now(live) - self.drawn.get(key, 0) if live else 0
+            top = peak_from_now(live) - drawn.get(key, 0) if live else 0
             if top > 0:
                 extra[key] = top
             else:
                 extra.pop(key, None)
-        after = bisect_right(ends, now)
-        found = Overlay(extra)
-        return Made(self, now, ends[after] if after < len(ends) else None,
-                    found if found else None)
+            touched.add(key[0])
+        if by_provider is None:
+            found = Overlay(extra)
+        else:
+            for rp in touched:
+                rows = tuple((rc, extra[(rp, rc)]) for rc in self.classes.get(rp, ())
+                             if (rp, rc) in extra)
+                if rows:
+                    by_provider[rp] = rows
+                else:
+                    by_provider.pop(rp, None)
+            found = Overlay.made(extra, by_provider)
+        until = None
+        for layer in self.layers:
+            end = layer.next_after(now, windows)
+            if end is not None and (until is None or end < until):
+                until = end
+        return Made(self, now, until, found if found else None)
+
+
+def _classes(windows: Mapping) -> dict:
+    """provider id -> the class ids it holds windows of."""
+    out: dict = {}
+    for rp, rc in windows:
+        out.setdefault(rp, []).append(rc)
+    return {rp: tuple(rcs) for rp, rcs in out.items()}
+
+
+def _lineage(base: Ahead, changed: frozenset) -> tuple:
+    """(weakref to an earlier Ahead, providers read again since), newest
+    first: `base` itself, then those `base` remembers, no more than
+    LINEAGE (weakly held: a chain of them is never kept)."""
+    return ((weakref.ref(base), changed),) + tuple(
+        (ref, seen | changed) for ref, seen in base.lineage[:LINEAGE - 1])
 
 
 NONE = Ahead({})
@@ -186,16 +310,33 @@ def read_again(conn: Connection, old: Ahead, changed: Iterable[int]) -> Ahead:
     for i in range(0, len(ids), IN_CHUNK):
         rows.extend(driver_rows(conn, stmt, {"ids": ids[i:i + IN_CHUNK]}))
     read, read_drawn = _grouped(rows)
-    ids_set = set(ids)
-    before = {key: ws for key, ws in old.windows.items() if key[0] in ids_set}
+    return again(old, read, read_drawn, ids)
+
+
+def again(old: Ahead, read: dict, read_drawn: dict, changed: Iterable[int]) -> Ahead:
+    """`old` with the keys of the `changed` providers replaced by `read`
+    (key -> windows) and `read_drawn` (key -> drawn): read_again's answer
+    from what it read."""
+    ids_set = frozenset(changed)
+    before = {(rp, rc): old.windows[(rp, rc)]
+              for rp in ids_set for rc in old.classes.get(rp, ())}
     drawn_before = {key: n for key, n in old.drawn.items() if key[0] in ids_set}
     if before == read and drawn_before == read_drawn:
         return old
-    windows = {key: ws for key, ws in old.windows.items() if key[0] not in ids_set}
+    windows = dict(old.windows)
+    for key in before:
+        del windows[key]
     windows.update(read)
+    if not windows:
+        return NONE
+    classes = dict(old.classes)
+    for rp in ids_set:
+        classes.pop(rp, None)
+    classes.update(_classes(read))
     drawn = {key: n for key, n in old.drawn.items() if key[0] not in ids_set}
-    drawn.update(read_drawn)
-    return Ahead(windows, old, ids_set, drawn) if windows else NONE
+    drawn.update({key: n for key, n in read_drawn.items() if n and key in read})
+    layers = _layered(old.layers, _Ends(_pairs(read, read)), windows)
+    return Ahead._made(windows, classes, drawn, layers, _lineage(old, ids_set))
 
 
 class AheadCache:

@@ -42,6 +42,16 @@ class Overlay:
         # provider id -> ((class id, extra), ...)
         self.by_provider = {rp: tuple(rows) for rp, rows in by_provider.items()}
 
+    @classmethod
+    def made(cls, extra: dict, by_provider: dict) -> "Overlay":
+        """From both mappings as the constructor would make them (no key
+        with 0 in `extra`; `by_provider` grouping exactly its keys),
+        without walking them: what carries an overlay over from the last
+        one costs what changed (ahead.py)."""
+        found = cls.__new__(cls)
+        found.extra, found.by_provider = extra, by_provider
+        return found
+
     def __bool__(self) -> bool:
         return bool(self.extra)
 

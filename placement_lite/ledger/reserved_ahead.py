@@ -59,11 +59,19 @@ def peak_from_now(windows: list[timeline.Window]) -> int:
     """The most reserved at any instant from now on, given only windows
     that end after now: no instant before now can hold more than now
     does (a window covering it and ending after now covers now too), so
-    the peak over the windows' whole span is the peak from now on."""
-    if not windows:
-        return 0
-    return timeline.peak(windows, min(w[0] for w in windows),
-                         max(w[1] for w in windows))
+    the peak over the windows' whole span is the peak from now on. One
+    window (nearly every key) is its amount; more are swept in order of
+    instant, an end before a start at the same instant (a window holds
+    [start, end)). Plain candidates work it out for every key held."""
+    if len(windows) <= 1:
+        return windows[0][2] if windows else 0
+    level = top = 0
+    for _at, change in sorted([(s, a) for s, _e, a in windows]
+                              + [(e, -a) for _s, e, a in windows]):
+        level += change
+        if level > top:
+            top = level
+    return top
 
 
 def peaks(conn: Connection, keys: Iterable[Key]) -> dict[Key, int]:
