@@ -53,6 +53,12 @@ except ImportError:  # run as a script of another tree: bench/ is the path
     from worlds import uid
 
 
+def iso(seconds: int) -> str:
+    """An instant as the reservations API spells it."""
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+
 # ------------------------------------------------------------- reading rows
 def _tables():
     from placement_lite.db import tables

@@ -28,7 +28,6 @@ checked from the rows again (the API's reservations and claims included).
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import random
@@ -43,6 +42,8 @@ from urllib.parse import urlencode
 from bench import complete, full, matrix, runner, serving
 from bench import reservation_world as world
 from bench.client import Client
+from bench.full import timed
+from bench.reservation_world import iso
 from bench.worlds import cloud_shape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,11 +61,6 @@ OWNER = {"project_id": world.uid("bench-admit-project"),
 # is asked for more than the loader's headroom.
 STRIDE, OFFSETS = 7919, {"admit": 1, "api": 2, "warm": 3, "calendar": 4}
 TARGETS = {"admit": 10.0, "candidates": 50.0, "calendar": 10.0, "claim": 1.2}
-
-
-def iso(seconds: int) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
 
 
 def size(count: int) -> str:
@@ -103,24 +99,6 @@ def _reservation(side, rng: random.Random, kind: str) -> dict:
     length = rng.randrange(world.HOUR, world.LONGEST)
     return {**OWNER, "start": iso(start), "end": iso(start + length),
             "allocations": {_node(side, kind): {"resources": dict(SMALL)}}}
-
-
-def timed(side, requests, status: int) -> dict:
-    """Each (method, path, body) in turn from one client: wall ms, server
-    CPU ms and statements per request; every answer must be `status`."""
-    client = Client(side.http)
-    times, stmts = [], []
-    cpu0 = side.cpu()
-    for method, path, body in requests:
-        elapsed, got, raw, headers = full._exchange(client, method, path, body)
-        if got != status:
-            raise RuntimeError(f"{method} {path} answered {got}, not {status}: "
-                               f"{full._detail(raw)}")
-        times.append(elapsed)
-        if headers.get(matrix.STATEMENTS):
-            stmts.append(int(headers[matrix.STATEMENTS]))
-    return {"ms": times, "cpu_ms": 1000 * (side.cpu() - cpu0) / len(requests),
-            "stmts": statistics.median(stmts) if stmts else None}
 
 
 def admit(side, runs: int, rnd: int) -> dict:
