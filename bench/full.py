@@ -69,6 +69,28 @@ def _exchange(client, method, path, body=None):
     return time.perf_counter() - began, status, raw, headers
 
 
+def timed(side, requests, status: int, check=None) -> dict:
+    """Each (method, path, body) in turn from one client: wall ms, server
+    CPU ms and statements per request; every answer must be `status`
+    (Failed otherwise), and pass `check(body bytes)` if given, outside
+    the time."""
+    client = Client(side.http)
+    times, stmts = [], []
+    cpu0 = side.cpu()
+    for method, path, body in requests:
+        elapsed, got, raw, headers = _exchange(client, method, path, body)
+        if got != status:
+            raise Failed(f"{method} {path} answered {got}, not {status}: "
+                         f"{_detail(raw)}")
+        if check is not None:
+            check(raw)
+        times.append(elapsed)
+        if headers.get(STATEMENTS):
+            stmts.append(int(headers[STATEMENTS]))
+    return {"ms": times, "cpu_ms": 1000 * (side.cpu() - cpu0) / len(requests),
+            "stmts": statistics.median(stmts) if stmts else None}
+
+
 def filtered(side, runs: int, expect) -> dict:
     from bench import matrix
     return matrix.latency(side, query_path(0), runs, expect)
@@ -77,46 +99,28 @@ def filtered(side, runs: int, expect) -> dict:
 def claim(side, runs: int, rnd: int, count: int) -> dict:
     """PUT /allocations of a new instance (VCPU 1, MEMORY_MB 256), each on
     another node of the cloud."""
-    client = Client(side.http)
-    times, stmts = [], []
     project, user = uid("bench-claims"), uid("bench-user")
-    cpu0 = side.cpu()
-    for j in range(runs):
-        node = uid(f"node-{(rnd * runs + j) * 7919 % count}")
-        elapsed, status, raw, headers = _exchange(
-            client, "PUT", f"/allocations/{uuidlib.uuid4()}", {
-                "allocations": {node: {"resources": {"VCPU": 1, "MEMORY_MB": 256}}},
-                "project_id": project, "user_id": user,
-                "consumer_generation": None, "consumer_type": "INSTANCE"})
-        if status != 204:
-            raise Failed(f"claim answered {status}: {_detail(raw)}")
-        times.append(elapsed)
-        if headers.get(STATEMENTS):
-            stmts.append(int(headers[STATEMENTS]))
-    return {"ms": times, "cpu_ms": 1000 * (side.cpu() - cpu0) / runs,
-            "stmts": statistics.median(stmts) if stmts else None}
+    return timed(side, [("PUT", f"/allocations/{uuidlib.uuid4()}", {
+        "allocations": {uid(f"node-{(rnd * runs + j) * 7919 % count}"): {
+            "resources": {"VCPU": 1, "MEMORY_MB": 256}}},
+        "project_id": project, "user_id": user,
+        "consumer_generation": None, "consumer_type": "INSTANCE"}) for j in range(runs)],
+        204)
 
 
 def usages(side, runs: int) -> dict:
     """GET /usages of the project with USAGE_CONSUMERS consumers; the
     answer must count them all."""
-    client = Client(side.http)
     path = "/usages?" + urlencode({"project_id": cloud_usage_project()})
-    times, stmts = [], []
-    cpu0 = side.cpu()
-    for _ in range(runs):
-        elapsed, status, raw, headers = _exchange(client, "GET", path)
+
+    def all_counted(raw):
         # Grouped by consumer type (1.38): these consumers have none.
-        body = json.loads(raw) if status == 200 else {"usages": {}}
-        counted = sum(g.get("consumer_count", 0) for g in body["usages"].values())
+        counted = sum(g.get("consumer_count", 0)
+                      for g in json.loads(raw)["usages"].values())
         if counted != USAGE_CONSUMERS:
-            raise Failed(f"GET /usages answered {status}, {counted} consumers: "
-                         f"{_detail(raw)}")
-        times.append(elapsed)
-        if headers.get(STATEMENTS):
-            stmts.append(int(headers[STATEMENTS]))
-    return {"ms": times, "cpu_ms": 1000 * (side.cpu() - cpu0) / runs,
-            "stmts": statistics.median(stmts) if stmts else None}
+            raise Failed(f"GET /usages counted {counted} consumers, not "
+                         f"{USAGE_CONSUMERS}: {_detail(raw)}")
+    return timed(side, [("GET", path, None)] * runs, 200, all_counted)
 
 
 def _detail(raw: bytes) -> str:

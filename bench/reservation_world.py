@@ -19,7 +19,10 @@ they hold together never passes the room.
 
 The invariant, read from the rows alone (none of the ledger's code):
 for every provider and class, allocated + the most reserved at any
-instant from now on <= (total - reserved) * allocation_ratio.
+instant from now on <= (total - reserved) * allocation_ratio, where
+allocated is what the open allocations hold: one drawn from a
+reservation counts inside that reservation's amount (docs/reservations.md,
+"Using a reservation"), so load = (used - drawn) + reserved(t).
 """
 from __future__ import annotations
 
@@ -53,6 +56,12 @@ except ImportError:  # run as a script of another tree: bench/ is the path
     from worlds import uid
 
 
+def iso(seconds: int) -> str:
+    """An instant as the reservations API spells it."""
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+
 # ------------------------------------------------------------- reading rows
 def _tables():
     from placement_lite.db import tables
@@ -71,12 +80,20 @@ def capacities(conn, provider_ids=None) -> dict[tuple[int, int], float]:
             for rp, rc, total, held, ratio in conn.execute(query)}
 
 
-def allocated(conn, provider_ids=None) -> dict[tuple[int, int], int]:
-    """(provider id, class id) -> what the allocation rows hold (summed
-    here, not read from the ledger's kept sums)."""
+def allocated(conn, provider_ids=None, drawn: bool = False) -> dict[tuple[int, int], int]:
+    """(provider id, class id) -> what the open allocation rows hold
+    (summed here, not read from the ledger's kept sums). A row drawn from
+    a reservation (its reservation_id set) lives inside that
+    reservation's amount, which counts over its window: counting it here
+    too would count it twice, so it is left out, and so are the marker
+    rows, which take no room. With `drawn`, every row, drawn or not."""
     a = _tables().allocations
     query = (select(a.c.resource_provider_id, a.c.resource_class_id, func.sum(a.c.used))
              .group_by(a.c.resource_provider_id, a.c.resource_class_id))
+    # A tree from before draws has no such column: every row is open.
+    rid = getattr(a.c, "reservation_id", None)
+    if rid is not None and not drawn:
+        query = query.where(rid.is_(None))
     if provider_ids is not None:
         query = query.where(a.c.resource_provider_id.in_(sorted(provider_ids)))
     return {(rp, rc): int(n) for rp, rc, n in conn.execute(query)}
@@ -123,13 +140,21 @@ def _live(conn, now: int, until: int, where=()) -> Iterator[tuple[tuple[int, int
         yield key, windows
 
 
-def violations(conn) -> list[dict]:
-    """Every key where allocated + the peak reserved from now on passes
-    the capacity (empty when the invariant holds)."""
+def _on(provider_ids) -> tuple:
+    """_live's condition for the windows on `provider_ids` (None: all)."""
+    ra = _tables().reservation_amounts
+    return () if provider_ids is None else (
+        ra.c.resource_provider_id.in_(sorted(provider_ids)),)
+
+
+def violations(conn, provider_ids=None) -> list[dict]:
+    """Every key (of `provider_ids`, or all) where allocated + the peak
+    reserved from now on passes the capacity (empty when the invariant
+    holds)."""
     now = db_now(conn)
-    caps, used = capacities(conn), allocated(conn)
+    caps, used = capacities(conn, provider_ids), allocated(conn, provider_ids)
     peaks = {key: peak(windows, now, 2 ** 62)
-             for key, windows in _live(conn, now, 2 ** 62)}
+             for key, windows in _live(conn, now, 2 ** 62, _on(provider_ids))}
     bad = []
     for key in sorted(set(caps) | set(used) | set(peaks)):
         total = used.get(key, 0) + peaks.get(key, 0)
@@ -146,12 +171,9 @@ def free_over(conn, start: int, end: int, provider_ids=None,
     reserved at any instant of [start, end), for every inventory (or
     those of `provider_ids`); without `reservations`, as if none held
     anything."""
-    ra = _tables().reservation_amounts
-    where = () if provider_ids is None else (
-        ra.c.resource_provider_id.in_(sorted(provider_ids)),)
     caps, used = capacities(conn, provider_ids), allocated(conn, provider_ids)
-    peaks = {key: peak(w, start, end) for key, w in _live(conn, start, end, where)
-             } if reservations else {}
+    peaks = {key: peak(w, start, end) for key, w in _live(
+        conn, start, end, _on(provider_ids))} if reservations else {}
     return {key: cap - used.get(key, 0) - peaks.get(key, 0) for key, cap in caps.items()}
 
 

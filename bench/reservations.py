@@ -18,17 +18,20 @@ the API while the server runs. Timed, each in --rounds rounds:
   on the code before reservations (--compare, in a cloud of its own
   without reservations);
 - a provider's calendar over the next 30 days;
+- a claim drawing from a reservation (its marker class named), timed in
+  turn with plain claims, and candidates naming a reservation's marker
+  (bench/reservation_draws.py), each checked from the rows;
 - a race: 20 clients reserving the last room of one window on one new
   provider and 20 claiming it, until refused: exactly its capacity is
   granted, and the rows agree (allocated + the peak reserved).
 
 With several --counts each gets a fresh world, so the rows show how the
 cost grows with the reservations held. After the runs, the invariant is
-checked from the rows again (the API's reservations and claims included).
+checked from the rows again (the API's reservations and claims included,
+a drawn allocation counted once, inside its reservation's amount).
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import random
@@ -41,8 +44,11 @@ import uuid as uuidlib
 from urllib.parse import urlencode
 
 from bench import complete, full, matrix, runner, serving
+from bench import reservation_draws as draws
 from bench import reservation_world as world
 from bench.client import Client
+from bench.full import timed
+from bench.reservation_world import iso
 from bench.worlds import cloud_shape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,13 +64,8 @@ OWNER = {"project_id": world.uid("bench-admit-project"),
          "user_id": world.uid("bench-admit-user")}
 # Strides through the cloud's nodes, one offset per workload, so no node
 # is asked for more than the loader's headroom.
-STRIDE, OFFSETS = 7919, {"admit": 1, "api": 2, "warm": 3, "calendar": 4}
+STRIDE, OFFSETS = 7919, {"admit": 1, "api": 2, "warm": 3, "calendar": 4, "draw": 5}
 TARGETS = {"admit": 10.0, "candidates": 50.0, "calendar": 10.0, "claim": 1.2}
-
-
-def iso(seconds: int) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
 
 
 def size(count: int) -> str:
@@ -103,24 +104,6 @@ def _reservation(side, rng: random.Random, kind: str) -> dict:
     length = rng.randrange(world.HOUR, world.LONGEST)
     return {**OWNER, "start": iso(start), "end": iso(start + length),
             "allocations": {_node(side, kind): {"resources": dict(SMALL)}}}
-
-
-def timed(side, requests, status: int) -> dict:
-    """Each (method, path, body) in turn from one client: wall ms, server
-    CPU ms and statements per request; every answer must be `status`."""
-    client = Client(side.http)
-    times, stmts = [], []
-    cpu0 = side.cpu()
-    for method, path, body in requests:
-        elapsed, got, raw, headers = full._exchange(client, method, path, body)
-        if got != status:
-            raise RuntimeError(f"{method} {path} answered {got}, not {status}: "
-                               f"{full._detail(raw)}")
-        times.append(elapsed)
-        if headers.get(matrix.STATEMENTS):
-            stmts.append(int(headers[matrix.STATEMENTS]))
-    return {"ms": times, "cpu_ms": 1000 * (side.cpu() - cpu0) / len(requests),
-            "stmts": statistics.median(stmts) if stmts else None}
 
 
 def admit(side, runs: int, rnd: int) -> dict:
@@ -314,6 +297,22 @@ def _verdict(per: dict, target: float, ratio: bool = False) -> str:
     return f"target <= {target:g} ms: " + ("met" if new and new <= target else "not met")
 
 
+def _drawing(args, side, rows, notes, label, runs) -> None:
+    """Claims drawing from a reservation, timed in turn with plain ones,
+    in --claim-rounds rounds, then candidates naming one's marker
+    (bench/reservation_draws.py)."""
+    found = draws.setup(side, runs * args.claim_rounds, lambda: _node(side, "draw"))
+    name = f"{label}: a claim drawing from a reservation (PUT /allocations, its marker)"
+    _rounds(rows, name, [side], lambda s, r: draws.claims(
+        s, found, runs, r, args.nodes, args.claim_rounds + r), args.claim_rounds)
+    draws.check(side, found)
+    rows[f"{name}, {draws.ratio(found)}"] = rows.pop(name)
+    _rounds(rows, f"{label}: marker candidates (GET /allocation_candidates naming it)",
+            [side], lambda s, r: draws.candidates(s, found, runs, r), args.rounds)
+    notes.append(draws.note(found, label))
+    side.checked += found.checked
+
+
 def _measure(args, base, side, rows, notes) -> None:
     """Every workload on `side` (and the claim on `base` too)."""
     label, runs = f"{size(side.count)} reservations", max(2, args.runs // args.rounds)
@@ -353,6 +352,7 @@ def _measure(args, base, side, rows, notes) -> None:
                      f"each {min(1000, fit)} of the {fit} providers with room for "
                      f"{WANTED} throughout the window ({alone} beside the allocations "
                      "alone), by brute force from the rows; each one of them")
+    _drawing(args, side, rows, notes, label, runs)
     name = f"{label}: race, 20 reserving + 20 claiming one window's last room"
     _rounds(rows, name, [side], lambda s, r: race(s, r), args.rounds)
     notes.append(f"{label}: race: granted per round {rows[name]['new']['granted']} "
@@ -365,7 +365,8 @@ def _measure(args, base, side, rows, notes) -> None:
     notes.append(f"{label}: {side.loaded['reservations']} bulk-loaded in "
                  f"{side.loaded['load_seconds']} s (invariant checked in "
                  f"{side.loaded['checked_seconds']} s), {args.through_api} through "
-                 "the API; after the runs allocated + reserved <= capacity at every "
+                 "the API; after the runs open allocations + reserved <= capacity "
+                 "(a drawn allocation counted inside its reservation) at every "
                  "key and instant, from the rows")
 
 
@@ -416,7 +417,7 @@ def table(result) -> str:
 
 def add_parser(sub):
     p = sub.add_parser("reservations", help="issue 28: reservations in time, "
-                       "admitted, refused, found, claimed beside, raced")
+                       "admitted, refused, found, claimed beside, drawn from, raced")
     p.add_argument("--db", choices=matrix.BACKENDS, default="sqlite")
     p.add_argument("--nodes", type=int, default=10000)
     p.add_argument("--counts", default="100000",

@@ -5,12 +5,17 @@ answer against them (bench/reservations.py)."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
+import falcon.testing
 import pytest
-from sqlalchemy import create_engine, insert, select
+from sqlalchemy import create_engine, insert, select, update
 
 from bench import complete, reservations, worlds
+from bench import reservation_draws as draws
 from bench import reservation_world as world
+from placement_lite.app import create_app
+from placement_lite.config import Settings
 from placement_lite.db import tables as t
 from placement_lite.ledger import windows
 
@@ -108,3 +113,147 @@ def test_a_window_answer_must_name_only_providers_with_room():
         expect.check(_answer("a"))
     with pytest.raises(complete.Incomplete, match="1 candidates have no room.*'x'"):
         expect.check(_answer("a", "x"))
+
+
+# ---------------------------------------------------- drawing (bench/reservation_draws.py)
+ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest"}
+
+
+def _post(client, owner, start, end, amounts) -> str:
+    got = client.simulate_post("/reservations", headers=ADMIN, json={
+        **owner, "start": world.iso(start), "end": world.iso(end),
+        "allocations": {rp: {"resources": held} for rp, held in amounts.items()}})
+    assert got.status_code == 201 and got.json["status"] == "active", got.text
+    return got.json["id"]
+
+
+def _put(client, node, r_uuid, resources):
+    """A claim drawing from the reservation, as the benchmark makes it."""
+    _method, path, body = draws._claim(node, r_uuid, resources)
+    got = client.simulate_put(path, headers=ADMIN, json=body)
+    assert got.status_code == 204, got.text
+
+
+@pytest.fixture
+def drawn_world(tmp_path):
+    """A tiny world with reservations, then, through the API in process:
+    reservation R1 of all the VCPU a node has free for a day, drawn dry;
+    the probe P on three nodes, drawn dry on the first and half on the
+    second, as bench/reservation_draws.py's setup leaves it; and one of
+    HOLD on a fifth node, with one claim drawn from it, as the timed
+    claims draw."""
+    url = f"sqlite:///{tmp_path / 'world.sqlite'}"
+    worlds.load(url, worlds.cloud_shape("full"), NODES)
+    world.main(url, 5 * NODES)
+    db = worlds.open_db(url)
+    client = falcon.testing.TestClient(create_app(Settings(db=url), db))
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        now = world.db_now(conn)
+        walk = iter(world.uid(f"node-{i}") for i in range(NODES))
+        side = SimpleNamespace(nodes=NODES, rows=SimpleNamespace(engine=engine))
+        nodes = draws._nodes(side, 5, now, now + world.DAY, lambda: next(walk))
+        vcpu = int(draws.room(conn, nodes[:1], now, now + world.DAY)[nodes[0]]["VCPU"])
+    r1 = _post(client, draws.OWNER, now, now + world.DAY, {nodes[0]: {"VCPU": vcpu}})
+    _put(client, nodes[0], r1, {"VCPU": vcpu})
+    probe = _post(client, draws.OWNER, now, now + world.DAY,
+                  {node: draws.PROBE for node in nodes[1:4]})
+    _put(client, nodes[1], probe, draws.PROBE)
+    _put(client, nodes[2], probe, draws.SMALL)
+    held = _post(client, draws.OWNER, now, now + world.DAY, {nodes[4]: draws.HOLD})
+    _put(client, nodes[4], held, draws.SMALL)
+    yield SimpleNamespace(client=client, engine=engine, nodes=nodes, r1=r1, vcpu=vcpu,
+                          probe=probe, held=held, side=side)
+    engine.dispose()
+    db.dispose()
+
+
+def test_a_drawn_allocation_counts_once_in_the_invariant(drawn_world):
+    """R1 holds all the node's free VCPU and has given it all out: the
+    drawn rows live inside R1's amount (and its marker's row takes no
+    room), so the node is full, not over."""
+    w = drawn_world
+    with w.engine.connect() as conn:
+        assert world.violations(conn) == []
+        rp = conn.scalar(select(t.resource_providers.c.id)
+                         .where(t.resource_providers.c.uuid == w.nodes[0]))
+        vcpu = conn.scalar(select(t.resource_classes.c.id)
+                           .where(t.resource_classes.c.name == "VCPU"))
+        open_, every = world.allocated(conn, {rp}), world.allocated(conn, {rp}, drawn=True)
+        assert every[(rp, vcpu)] - open_[(rp, vcpu)] == w.vcpu
+        assert draws.given(conn, w.r1) == {(w.nodes[0], "VCPU"): w.vcpu,
+                                           (w.nodes[0], draws.marker_name(w.r1)): 1}
+        free = draws.room(conn, w.nodes[:1], world.db_now(conn),
+                          world.db_now(conn) + world.DAY)
+        assert free[w.nodes[0]]["VCPU"] == 0
+
+
+def test_the_rows_of_draws_agree_and_the_check_sees_where_they_do_not(drawn_world):
+    w = drawn_world
+    with w.engine.connect() as conn:
+        assert draws.draws_disagree(conn) == []
+        rp = conn.scalar(select(t.resource_providers.c.id)
+                         .where(t.resource_providers.c.uuid == w.nodes[0]))
+    inv, ra = t.inventories, t.reservation_amounts
+    with w.engine.begin() as conn:
+        conn.execute(update(inv).where(inv.c.resource_provider_id == rp)
+                     .values(drawn=inv.c.drawn + 1))
+        conn.execute(update(ra).where(ra.c.resource_provider_id == rp)
+                     .values(amount=ra.c.amount - 1))
+    with w.engine.connect() as conn:
+        wrong = draws.draws_disagree(conn)
+    assert any("(used, drawn) kept" in line and "VCPU" in line for line in wrong), wrong
+    assert any(f"reservation {w.r1} gave out {w.vcpu} of VCPU" in line
+               for line in wrong), wrong
+
+
+def test_a_marker_answer_must_offer_exactly_the_providers_with_room_left(drawn_world):
+    """The server's answer for the probe passes the check; the brute force
+    leaves out the provider drawn dry, and an answer that offers it, or
+    leaves one out, or misstates the room, is wrong."""
+    w = drawn_world
+    path = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:256," + \
+        f"{draws.marker_name(w.probe)}:1"
+    ref = draws.Drawable(SimpleNamespace(engine=w.engine), w.probe)
+    expect = draws.Offered("marker", ref, path)
+    assert set(ref.room) == set(w.nodes[2:4])
+    assert ref.room[w.nodes[2]] == {"room": {"VCPU": 1, "MEMORY_MB": 256}, "marker": 1}
+    assert ref.room[w.nodes[3]] == {"room": draws.PROBE, "marker": 0}
+    got = w.client.simulate_get(path, headers=ADMIN)
+    assert got.status_code == 200, got.text
+    expect.check(got.content)
+    answer = got.json
+    fewer = dict(answer, allocation_requests=answer["allocation_requests"][:1])
+    with pytest.raises(complete.Incomplete, match="expected 2.*got 1"):
+        expect.check(json.dumps(fewer).encode())
+    other = json.loads(got.content)
+    other["allocation_requests"][0]["allocations"] = {
+        w.nodes[1]: other["allocation_requests"][0]["allocations"].popitem()[1]}
+    with pytest.raises(complete.Incomplete, match="WRONG ANSWER.*name"):
+        expect.check(json.dumps(other).encode())
+    shown = json.loads(got.content)
+    shown["provider_summaries"][w.nodes[2]]["resources"]["VCPU"]["used"] -= 1
+    with pytest.raises(complete.Incomplete, match=f"WRONG ANSWER.*{w.nodes[2]} shows"):
+        expect.check(json.dumps(shown).encode())
+
+
+def test_after_the_drawing_claims_the_rows_must_hold_what_they_drew(drawn_world):
+    """One claim drew from the fifth node's reservation: the check agrees
+    with one, not with two (a claim the rows do not show), and not with
+    R1's, which gave out more than a small claim."""
+    w = drawn_world
+    draws.check(w.side, draws.Draws(held=[(w.held, w.nodes[4])], made=1))
+    with pytest.raises(RuntimeError, match=f"reservation {w.held} gave out"):
+        draws.check(w.side, draws.Draws(held=[(w.held, w.nodes[4])], made=2))
+    with pytest.raises(RuntimeError, match=f"reservation {w.r1} gave out"):
+        draws.check(w.side, draws.Draws(held=[(w.r1, w.nodes[0])], made=1))
+    # The node shrunk under what is held there (Placement lets an
+    # inventory shrink below it): over capacity.
+    inv = t.inventories
+    with w.engine.begin() as conn:
+        rp = conn.scalar(select(t.resource_providers.c.id)
+                         .where(t.resource_providers.c.uuid == w.nodes[4]))
+        conn.execute(update(inv).where(inv.c.resource_provider_id == rp)
+                     .values(total=inv.c.reserved + 1, allocation_ratio=1.0))
+    with pytest.raises(RuntimeError, match="over capacity"):
+        draws.check(w.side, draws.Draws(held=[(w.held, w.nodes[4])], made=1))
