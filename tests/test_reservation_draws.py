@@ -10,6 +10,7 @@ Times are the database's (db/clock.py), read when a test starts.
 from __future__ import annotations
 
 import threading
+import time
 import uuid as uuidlib
 
 import falcon.testing
@@ -552,3 +553,66 @@ def test_plain_candidates_count_a_drawn_allocation_once(db, in_memory):
     assert got.status_code == 204, got.text
     assert not offered(1)
     _ledger_is_consistent(db)
+
+
+def test_plain_candidates_give_back_what_an_ended_reservation_gave_out(db):
+    """Expiry is exact before any sweep: once R has ended, what its
+    consumers drew takes no room (a claim of everything is granted), and
+    plain candidates from the process's copy of the facts offer that
+    room at once, with the copy warm from before the end. Without a copy
+    (the SQL reader, which knows only `used`) the answer stays on the
+    safe side until the sweep: docs/reservations.md says so."""
+    client = falcon.testing.TestClient(
+        create_app(Settings(db=db.url, facts_in_memory=True), db))
+    rp = _provider(client, vcpu=4)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + 3, vcpu=4)
+    _c, got = _draw(client, rid, rp, 4)
+    assert got.status_code == 204, got.text
+
+    def offered(vcpu) -> bool:
+        got = client.simulate_get("/allocation_candidates", headers=ADMIN,
+                                  params={"resources": f"VCPU:{vcpu}"})
+        assert got.status_code == 200, got.text
+        return [list(a["allocations"]) for a in got.json["allocation_requests"]] == [[rp]]
+    assert not offered(1)  # R holds everything and has given it all out
+    while _now(db) < now + 3:  # R ends as time passes, no write in between
+        time.sleep(0.2)
+    assert offered(4) and not offered(5)
+    got = client.simulate_get("/allocation_candidates", headers=ADMIN,
+                              params={"resources": "VCPU:4"})
+    assert got.json["provider_summaries"][rp]["resources"]["VCPU"]["used"] == 0
+    _c, got = _claim(client, rp, {"VCPU": 4}, project="other")
+    assert got.status_code == 204, got.text
+    assert not offered(1)
+    _ledger_is_consistent(db)
+
+
+@pytest.mark.parametrize("in_memory", [True, False], ids=["copy", "sql"])
+def test_window_candidates_after_the_reservation_leave_out_what_it_gave(db, in_memory):
+    """R holds 4 of 8 VCPU for the next hour and has given all 4 out:
+    for the hour after R, its drawn allocations have ended with it, so all
+    8 are free there, as admission judges (a reservation of 8 fits). From
+    the copy of the facts the candidates say so; without one they stay on
+    the safe side (4), never offering more than admission would grant."""
+    client = falcon.testing.TestClient(
+        create_app(Settings(db=db.url, facts_in_memory=in_memory), db))
+    rp = _provider(client, vcpu=8)
+    now = _now(db)
+    rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
+    _c, got = _draw(client, rid, rp, 4)
+    assert got.status_code == 204, got.text
+
+    def most_offered() -> int:
+        for vcpu in range(8, 0, -1):
+            got = client.simulate_get(
+                "/reservations/allocation_candidates", headers=ADMIN,
+                params={"start": text(now + HOUR), "end": text(now + 2 * HOUR),
+                        "resources": f"VCPU:{vcpu}"})
+            assert got.status_code == 200, got.text
+            if got.json["allocation_requests"]:
+                return vcpu
+        return 0
+    assert most_offered() == (8 if in_memory else 4)
+    _reserve(client, rp, now + HOUR, now + 2 * HOUR, vcpu=8, project="next")
+    assert most_offered() == 0

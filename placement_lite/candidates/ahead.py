@@ -31,7 +31,7 @@ from bisect import bisect_right
 from functools import lru_cache
 from typing import Iterable, Mapping, NamedTuple, Optional
 
-from sqlalchemy import and_, bindparam, func, select
+from sqlalchemy import bindparam, literal_column, select, union_all
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates.overlay import Overlay
@@ -48,19 +48,18 @@ IN_CHUNK = 500
 @lru_cache(maxsize=8)
 def _statements(dialect_name: str) -> tuple:
     """(every window not ended, those on given providers), judged by the
-    database's now."""
+    database's now, each with the keys where something is drawn from
+    reservations (in `used` already) as rows of their own: end 0."""
     live = _RA.c.end_at > clock.now_expr(dialect_name)
-    # What is drawn on each key rides along (one row per key on the
-    # inventories' unique index): it is in `used` already.
-    cols = (_RA.c.resource_provider_id, _RA.c.resource_class_id,
-            _RA.c.start_at, _RA.c.end_at, _RA.c.amount,
-            func.coalesce(_INV.c.drawn, 0))
-    joined = _RA.outerjoin(_INV, and_(
-        _INV.c.resource_provider_id == _RA.c.resource_provider_id,
-        _INV.c.resource_class_id == _RA.c.resource_class_id))
-    return (select(*cols).select_from(joined).where(live),
-            select(*cols).select_from(joined).where(
-                _RA.c.resource_provider_id.in_(bindparam("ids", expanding=True)), live))
+    zero = literal_column("0")
+    windows = select(_RA.c.resource_provider_id, _RA.c.resource_class_id,
+                     _RA.c.start_at, _RA.c.end_at, _RA.c.amount, zero).where(live)
+    drawn = select(_INV.c.resource_provider_id, _INV.c.resource_class_id,
+                   zero, zero, zero, _INV.c.drawn).where(_INV.c.drawn > 0)
+    ids = bindparam("ids", expanding=True)
+    return (union_all(windows, drawn),
+            union_all(windows.where(_RA.c.resource_provider_id.in_(ids)),
+                      drawn.where(_INV.c.resource_provider_id.in_(ids))))
 
 
 class _Ends:
@@ -148,9 +147,8 @@ class Ahead:
         `drawn`: key -> what allocations drawn from reservations hold
         there, which `used` counts already."""
         self.windows = {key: ws for key, ws in windows.items() if ws}
-        self.drawn = {key: n for key, n in (drawn or {}).items()
-                      if n and key in self.windows}
-        self.classes = _classes(self.windows)
+        self.drawn = {key: n for key, n in (drawn or {}).items() if n}
+        self.classes = _classes(self.windows.keys() | self.drawn.keys())
         if base is None:
             self.layers = (_Ends(_pairs(self.windows, self.windows)),)
             self.lineage = ()
@@ -170,7 +168,7 @@ class Ahead:
         return ahead
 
     def __bool__(self) -> bool:
-        return bool(self.windows)
+        return bool(self.windows or self.drawn)
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Ahead) and other.windows == self.windows
@@ -203,7 +201,7 @@ class Ahead:
         if changed is None:
             extra: dict = {}
             by_provider: Optional[dict] = None
-            keys: Iterable = windows.keys()
+            keys: Iterable = windows.keys() | drawn.keys() if drawn else windows.keys()
         else:
             prev = last.overlay
             extra = dict(prev.extra) if prev is not None else {}
@@ -225,11 +223,11 @@ class Ahead:
             ws = windows.get(key, ())
             live = [w for w in ws if w[1] > now]
             # A drawn allocation lives inside its reservation's amount and
-            # is in `used` too: counted once. Never below 0 (an extra only
-            # takes room away; where drawn rows outlive their windows the
-            # answer stays on the safe side until they are swept).
-            top = peak_from_now(live) - drawn.get(key, 0) if live else 0
-            if top > 0:
+            # is in `used` too: counted once. Below 0 where what was drawn
+            # outlives the windows (a reservation ended, its drawn rows not
+            # yet swept): their room is given back, as a claim is (overlay.py).
+            top = (peak_from_now(live) if live else 0) - drawn.get(key, 0)
+            if top:
                 extra[key] = top
             else:
                 extra.pop(key, None)
@@ -254,7 +252,7 @@ class Ahead:
 
 
 def _classes(windows: Mapping) -> dict:
-    """provider id -> the class ids it holds windows of."""
+    """provider id -> the class ids of its keys."""
     out: dict = {}
     for rp, rc in windows:
         out.setdefault(rp, []).append(rc)
@@ -286,8 +284,9 @@ def _grouped(rows: Iterable[tuple]) -> tuple[dict, dict]:
     out: dict = {}
     drawn: dict = {}
     for rp, rc, start, end, amount, taken in rows:
-        out.setdefault((rp, rc), []).append((int(start), int(end), int(amount)))
-        if taken:
+        if end:
+            out.setdefault((rp, rc), []).append((int(start), int(end), int(amount)))
+        else:
             drawn[(rp, rc)] = int(taken)
     return {key: tuple(sorted(ws)) for key, ws in out.items()}, drawn
 
@@ -319,7 +318,7 @@ def again(old: Ahead, read: dict, read_drawn: dict, changed: Iterable[int]) -> A
     from what it read."""
     ids_set = frozenset(changed)
     before = {(rp, rc): old.windows[(rp, rc)]
-              for rp in ids_set for rc in old.classes.get(rp, ())}
+              for rp in ids_set for rc in old.classes.get(rp, ()) if (rp, rc) in old.windows}
     drawn_before = {key: n for key, n in old.drawn.items() if key[0] in ids_set}
     if before == read and drawn_before == read_drawn:
         return old
@@ -327,14 +326,14 @@ def again(old: Ahead, read: dict, read_drawn: dict, changed: Iterable[int]) -> A
     for key in before:
         del windows[key]
     windows.update(read)
-    if not windows:
+    drawn = {key: n for key, n in old.drawn.items() if key[0] not in ids_set}
+    drawn.update({key: n for key, n in read_drawn.items() if n})
+    if not windows and not drawn:
         return NONE
     classes = dict(old.classes)
     for rp in ids_set:
         classes.pop(rp, None)
-    classes.update(_classes(read))
-    drawn = {key: n for key, n in old.drawn.items() if key[0] not in ids_set}
-    drawn.update({key: n for key, n in read_drawn.items() if n and key in read})
+    classes.update(_classes(read.keys() | drawn.keys() & set(read_drawn)))
     layers = _layered(old.layers, _Ends(_pairs(read, read)), windows)
     return Ahead._made(windows, classes, drawn, layers, _lineage(old, ids_set))
 
@@ -391,9 +390,10 @@ class AheadOverlays:
             return None
         last = self._last
         if last is not None and last.ahead is ahead and last.until is None:
-            # Every window had ended at `last.at`; new ones come only
-            # with a write, which makes another copy (another Ahead).
-            return None
+            # Every window had ended at `last.at` (what is left is what
+            # drawn allocations give back); new ones come only with a
+            # write, which makes another copy (another Ahead).
+            return last.overlay
         now = clock.now(conn)
         if (last is not None and last.ahead is ahead
                 and last.at <= now < last.until):

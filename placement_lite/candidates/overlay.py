@@ -12,9 +12,16 @@ made once per request and read wherever a reader reads `used`:
   see allocated plus extra;
 - the SQL reader (reader.py) lets its statements, which know only
   what is allocated, choose as always, then checks again, against
-  allocated plus extra, the few providers the overlay names (an extra
-  only ever takes room away), and adds the extra to the rooms the
-  combiner merges; summaries.py shows it in `used`.
+  allocated plus extra, the few providers the overlay names, and adds
+  the extra to the rooms the combiner merges; summaries.py shows it in
+  `used`.
+
+An extra is below 0 where allocations drawn from a reservation (in
+`used`) end before the instants asked about (ledger/reserved.py,
+ahead.py): they give their room back. The SQL reader's statements have
+refused such a provider already, so it is given `taking()`, the extras
+above 0 alone, and stays on the safe side there; the copy's reader
+takes the room back.
 
 The request language and every filter are untouched. An Overlay belongs
 to its request: nothing keeps it, and it is never written into the copy
@@ -54,6 +61,14 @@ class Overlay:
 
     def __bool__(self) -> bool:
         return bool(self.extra)
+
+    def taking(self) -> Optional["Overlay"]:
+        """The extras that take room (above 0), for the SQL reader; None
+        when there are none."""
+        if all(n > 0 for n in self.extra.values()):
+            return self
+        found = Overlay({key: n for key, n in self.extra.items() if n > 0})
+        return found if found else None
 
     def get(self, key: tuple, default: int = 0) -> int:
         return self.extra.get(key, default)

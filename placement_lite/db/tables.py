@@ -89,6 +89,8 @@ inventories = Table(
     UniqueConstraint("resource_provider_id", "resource_class_id"),
     # The candidate prefilter scans by class first.
     Index("ix_inventories_rc_rp", "resource_class_id", "resource_provider_id"),
+    # Candidates read the few keys where something is drawn.
+    Index("ix_inventories_drawn", "drawn", "resource_provider_id", "resource_class_id"),
 )
 
 traits = Table(

@@ -11,18 +11,19 @@ step function of each (provider, class) worked out in Python.
 Allocations drawn from a reservation (ledger/draws.py) live inside its
 amount, but are also in each inventory row's `used`, which is what the
 candidate engine reads. So the room taken beyond `used` is the peak less
-what is drawn there (`less_drawn`), read in the same statement. It is
-never below 0: a negative extra would give back room that the SQL reader's
-statements, which know only `used`, have already refused. That leaves the
-answer conservative where drawn allocations outlive their reservation's
-part of the window.
+what is drawn there (`less_drawn`): below 0 where the allocations drawn
+there end with a reservation that does not reach into the window (they
+give their room back in it, as admission and the claim rule judge), and
+on keys with no window in it at all. The SQL reader, whose statements
+know only `used`, cannot take room back: it keeps the parts above 0
+(overlay.py), which leaves its answer on the safe side there.
 """
 from __future__ import annotations
 
 from itertools import groupby
 from operator import itemgetter
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -40,15 +41,10 @@ _AMOUNT = itemgetter(4)
 _OVERLAPPING = windows.overlapping(select(
     _RA.c.resource_provider_id, _RA.c.resource_class_id,
     _RA.c.start_at, _RA.c.end_at, _RA.c.amount))
-# The same, with what is drawn on each key (one row per key on the
-# inventories' unique (provider, class) index).
-_OVERLAPPING_DRAWN = select(
-    _RA.c.resource_provider_id, _RA.c.resource_class_id,
-    _RA.c.start_at, _RA.c.end_at, _RA.c.amount,
-    func.coalesce(_INV.c.drawn, 0)).select_from(
-        windows.joined(_RA).outerjoin(_INV, and_(
-            _INV.c.resource_provider_id == _RA.c.resource_provider_id,
-            _INV.c.resource_class_id == _RA.c.resource_class_id))).where(windows.ON_ROW)
+# What allocations drawn from reservations hold, on the keys that have
+# any (a range of the index on `drawn`).
+_DRAWN = select(_INV.c.resource_provider_id, _INV.c.resource_class_id,
+                _INV.c.drawn).where(_INV.c.drawn > 0)
 
 
 def peaks(conn: Connection, start: int, end: int,
@@ -56,8 +52,9 @@ def peaks(conn: Connection, start: int, end: int,
     """(provider id, class id) -> the most reserved there at any instant
     of [start, end), for the keys where that is more than nothing. The
     caller clips `start` to the database's now: a reservation that has
-    ended counts nowhere. With `less_drawn`, less what is drawn there
-    (the module's docstring says why, and why never below 0)."""
+    ended counts nowhere. With `less_drawn`, less what is drawn there,
+    on every key where something is (the module's docstring says why,
+    and why that may be below 0)."""
     if start >= end:
         return {}
     # Thousands of rows for a week of a year's reservations: the driver's
@@ -67,17 +64,15 @@ def peaks(conn: Connection, start: int, end: int,
     # every key goes into the answer that way, in C, and only the keys
     # seen twice are worked out in Python and overwritten.
     params = {"w_start": start, "w_end": end}
-    if not less_drawn:
-        return _peaks(driver_rows(conn, _OVERLAPPING, params), start, end)
-    rows = driver_rows(conn, _OVERLAPPING_DRAWN, params)
-    drawn = {row[:2]: row[5] for row in rows if row[5]}
-    out = _peaks([row[:5] for row in rows], start, end)
-    for key, taken in drawn.items():
-        left = out[key] - taken
-        if left > 0:
-            out[key] = left
-        else:
-            del out[key]
+    out = _peaks(driver_rows(conn, _OVERLAPPING, params), start, end)
+    if less_drawn:
+        for rp, rc, taken in driver_rows(conn, _DRAWN):
+            key = (rp, rc)
+            left = out.get(key, 0) - taken
+            if left:
+                out[key] = left
+            else:
+                out.pop(key, None)
     return out
 
 
