@@ -395,3 +395,58 @@ def test_candidates_a_claim_would_not_draw_as_asked_are_told(db, client):
         "draws", f"no candidate of its tree draws from reservation {rid} as asked: the "
         "classes it holds must all come from one of its providers, with nothing else "
         "on that provider")]
+
+
+def test_the_console_and_the_terminal_show_the_step_the_reasons_and_the_short(db):
+    """The console's world with its reservations (tests/test_ui.py): on
+    cn2, R1 and R2 hold 14 VCPU together in 2100, beside 12 allocated of
+    24, and lack 2 each there."""
+    from urllib.parse import urlencode
+    from placement_lite import explain_text
+    from tests.test_ui import (
+        CN2, R1, R2, _caller, _client, build_world, page, reserve_world)
+    from tests.test_ui import text as seen_text
+    client = _client(db, ui=True)
+    build_world(_caller(client))
+    reserve_world(db)
+    query = "resources=VCPU:4"
+    shown = page(client, "/ui/explain?" + urlencode({"q": query, "providers": CN2}))
+    assert shown.status_code == 200
+    seen = seen_text(shown)
+    assert "reserved_ahead the most reserved at any instant from now on" in seen
+    assert (f"reserved_ahead (group unnumbered): {CN2}: VCPU: needs 4, free -2 of "
+            "capacity 24 (used 12, reserved ahead 14)") in seen
+    assert "Reservations short of room on it from now on:" in seen
+    assert (f"reservation {R1}: VCPU lacks 2 from 2100-01-01T12:00:00Z "
+            f"reservation {R2}: VCPU lacks 2 from 2100-01-01T12:00:00Z") in seen
+    # The route's answer and explain's agree: cn2 is not offered.
+    real = _get(client, "/allocation_candidates", query)
+    assert all(CN2 not in r["allocations"] for r in real["allocation_requests"])
+    # The terminal's rendering of the same answer.
+    told = _get(client, "/explain/allocation_candidates",
+                f"{query}&explain_provider={CN2}")
+    out = explain_text.render(told)
+    assert "reserved_ahead" in out
+    assert (f"  - [group (unnumbered), reserved_ahead] {CN2}: VCPU: needs 4, free -2 "
+            "of capacity 24 (used 12, reserved ahead 14)\n") in out
+    assert (f"  ! reservation {R1}: VCPU lacks 2 from 2100-01-01T12:00:00Z\n"
+            f"  ! reservation {R2}: VCPU lacks 2 from 2100-01-01T12:00:00Z\n") in out
+
+
+def test_the_console_explains_a_marker_request_and_counts_its_draws_in_candidates(db):
+    from urllib.parse import urlencode
+    from tests.test_ui import _client, page
+    from tests.test_ui import text as seen_text
+    client = _client(db, ui=True)
+    a = _host(client, VCPU=8, MEMORY_MB=8192)
+    now = _now(db)
+    rid = _reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + DAY)
+    shown = page(client, "/ui/explain?" + urlencode({"q": _flavor(rid)}))
+    seen = seen_text(shown)
+    assert "1 candidate " in seen
+    assert f"reservation reservation {rid} is active until" in seen
+    assert "draws candidates a claim drawing from reservation" in seen
+    # The draws step counts candidates, as the limit step does.
+    import re
+    row = re.search(r"<tr><td>draws</td>.*?</tr>", shown.text).group(0)
+    assert re.findall(r'<td class="n">([^<]*)</td>', row) == ["1 candidate", "1 candidate"]
