@@ -41,7 +41,10 @@ def _query_schema(version) -> dict:
     # Read before the schema is (window_candidates.instant), as the window
     # route reads them; here for the document of the route.
     for name in WINDOW_PARAMS:
-        doc["properties"][name] = copy.deepcopy(schema.WINDOW_QUERY["properties"][name])
+        doc["properties"][name] = dict(
+            copy.deepcopy(schema.WINDOW_QUERY["properties"][name]),
+            description="With the other of start and end: explain GET "
+            "/reservations/allocation_candidates' answer for [start, end).")
     return doc
 
 
