@@ -17,22 +17,15 @@ import pytest
 from placement_lite.api.times import text
 from placement_lite.app import create_app
 from placement_lite.config import Settings
-from placement_lite.db import clock
+from tests.test_reservation_candidates_draw import ADMIN, HOUR, _now, _reserve
 
-HOUR = 3600
 DAY = 24 * HOUR
-ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
 
 
 @pytest.fixture(params=["memory", "sql"])
 def client(db, request):
     return falcon.testing.TestClient(create_app(
         Settings(db=db.url, facts_in_memory=request.param == "memory"), db))
-
-
-def _now(db) -> int:
-    with db.read() as conn:
-        return clock.now(conn)
 
 
 def _host(client, **inventory) -> str:
@@ -46,15 +39,6 @@ def _host(client, **inventory) -> str:
             name: {"total": n} for name, n in (inventory or {"VCPU": 8}).items()}})
     assert got.status_code == 200, got.text
     return rp
-
-
-def _reserve(client, holdings, start, end, project="lab") -> str:
-    got = client.simulate_post("/reservations", headers=ADMIN, json={
-        "project_id": project, "user_id": "alice", "start": text(start),
-        "end": text(end), "allocations": {
-            rp: {"resources": resources} for rp, resources in holdings.items()}})
-    assert got.status_code == 201, got.text
-    return got.json["id"]
 
 
 def _get(client, path, query, status=200):
@@ -450,3 +434,50 @@ def test_the_console_explains_a_marker_request_and_counts_its_draws_in_candidate
     import re
     row = re.search(r"<tr><td>draws</td>.*?</tr>", shown.text).group(0)
     assert re.findall(r'<td class="n">([^<]*)</td>', row) == ["1 candidate", "1 candidate"]
+
+
+@pytest.mark.parametrize("seed,sharing", [(4201, True), (4202, False)])
+def test_explains_candidates_are_the_routes_on_random_worlds(db, seed, sharing):
+    """Random worlds (nested trees, sharing providers) and reservations
+    (ended, active, pending), random queries, plain and over random
+    windows: explain's count and first candidates are the route's, over
+    the copy of the facts and over SQL; a provider in the route's answer
+    is never reported out of it, one out of it always has a reason."""
+    import random
+    from urllib.parse import urlencode
+    from tests.random_world import Builder, candidate_query
+    from tests.test_plain_candidates_ahead import SIMPLE, _write_rows
+    apps = [falcon.testing.TestClient(create_app(
+        Settings(db=db.url, facts_in_memory=memory), db)) for memory in (True, False)]
+    rng = random.Random(seed)
+    world = Builder(apps[0].app, rng)
+    world.build(sharing)
+    uuids = sorted(world.providers)
+    bitten = 0
+    for _round in range(3):
+        _write_rows(db, rng, rng.randint(2, 8))
+        now = _now(db)
+        for _ in range(6):
+            params = (list(rng.choice(SIMPLE)) if rng.random() < 0.4
+                      else candidate_query(rng, world))
+            query = urlencode(params)
+            path = "/allocation_candidates"
+            if rng.random() < 0.4:
+                start = now + rng.randint(-2, 30) * HOUR
+                query += "&" + _window(start, max(start, now) + rng.randint(1, 12) * HOUR)
+                path = "/reservations/allocation_candidates"
+            named = rng.sample(uuids, 3)
+            asked = query + "".join(f"&explain_provider={u}" for u in named)
+            for client in apps:
+                real = _get(client, path, query)["allocation_requests"]
+                told = _get(client, "/explain/allocation_candidates", asked)
+                assert told["candidates"]["count"] == len(real), (path, query)
+                assert told["candidates"]["first"] == real[:5], (path, query)
+                offered = {rp for r in real for rp in r["allocations"]}
+                for uuid, report in told["providers"].items():
+                    if uuid in offered:
+                        assert not report["excluded"], (uuid, report)
+                    assert bool(report["reasons"]) == report["excluded"], (uuid, report)
+                bitten += any(s["step"] == "reserved_ahead"
+                              for g in told["groups"] for s in g["steps"])
+    assert bitten, "no query met a reservation"
