@@ -84,6 +84,10 @@ def render(answer: dict) -> str:
             if reason["group"] is not None:
                 where = f"group {reason['group'] or '(unnumbered)'}, {where}"
             lines.append(f"  - [{where}] {reason['reason']}")
+        for short in report.get("short", ()):
+            lines.append(f"  ! reservation {short['reservation']}: "
+                         f"{short['resource_class']} lacks {short['missing']} "
+                         f"from {short['start']}")
     return "\n".join(lines) + "\n"
 
 

@@ -40,7 +40,6 @@ def test_explain_agrees_with_the_answer(shared_db, world, request):  # noqa: F81
 
     assert keys(told.result) == keys(real)
     in_answer = {real.uuids[rp] for c in real.candidates for rp in c.providers}
-    roots = {real.roots[rp] for c in real.candidates for rp in c.providers}
     limit = told.search[-1]
     assert limit.step == "limit" and limit.providers_after == len(real.candidates)
     for uuid, report in told.providers.items():
@@ -386,7 +385,11 @@ def test_openapi_documents_the_route_with_the_candidates_query(db):
     op = doc["paths"]["/explain/allocation_candidates"]["get"]
     names = {p.get("name") for p in op["parameters"]}
     real = doc["paths"]["/allocation_candidates"]["get"]
-    assert names == {p.get("name") for p in real["parameters"]} | {"explain_provider"}
+    assert names == {p.get("name") for p in real["parameters"]} | {
+        "explain_provider", "start", "end"}
+    # The window, both or neither: optional.
+    window = [p for p in op["parameters"] if p.get("name") in ("start", "end")]
+    assert [p["required"] for p in window] == [False, False]
     assert "limit" in names
     assert op["summary"] == "Explain an allocation candidates query (ours)"
     # More providers than it explains at once is a 400, by the schema.

@@ -296,15 +296,29 @@ def test_explain_a_query(browser, live, shots):
     box.submit()
     WebDriverWait(browser, 15).until(
         lambda d: d.find_elements(By.ID, "candidates"))
-    assert browser.find_element(By.ID, "candidates").text == "1 candidate"
-    # The funnel is drawn: one bar per step of the unnumbered group.
+    # cn2 has the room by what is allocated (12 of 24), but R1 and R2
+    # hold 14 together in 2100: as GET /allocation_candidates, no candidate.
+    assert browser.find_element(By.ID, "candidates").text == "0 candidates"
+    # The funnel is drawn: one bar per step of the unnumbered group, the
+    # reservations' step after the capacity ones.
     funnels = browser.find_elements(By.CSS_SELECTOR, "ol.funnel")
     assert len(funnels) == 2
-    assert len(funnels[0].find_elements(By.CSS_SELECTOR, "li.funnel-step svg.bar")) == 2
+    assert len(funnels[0].find_elements(By.CSS_SELECTOR, "li.funnel-step svg.bar")) == 3
+    labels = [text for text, _whole, _clear in _funnel_labels(browser)]
+    assert labels[:3] == ["resources DISK_GB:10", "resources VCPU:12",
+                          "reserved_ahead the most reserved at any instant from now on"]
     seen = _visible(browser)
     assert f"{NUMA0}: VCPU: needs 12, free 4 of capacity 8 (used 4)" in seen
-    assert "In the answer: 1 candidate from its tree." in seen
+    assert (f"reserved_ahead (group unnumbered): {CN2}: VCPU: needs 12, free -2 of "
+            "capacity 24 (used 12, reserved ahead 14)") in seen
+    # What lacks room there from now on, and where to see it.
+    short = browser.find_element(By.ID, f"short-{CN2}")
+    assert [li.text for li in short.find_elements(By.TAG_NAME, "li")] == [
+        f"reservation {R1}: VCPU lacks 2 from 2100-01-01T12:00:00Z",
+        f"reservation {R2}: VCPU lacks 2 from 2100-01-01T12:00:00Z"]
     _shot(browser, shots, "explain")
+    short.find_element(By.LINK_TEXT, "2100-01-01T12:00:00Z").click()
+    _wait_for(browser, f"/ui/reservations/providers/{CN2}?from=2100-01-01&days=2")
 
 
 def _funnel_labels(driver) -> list:

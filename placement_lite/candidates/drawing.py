@@ -153,7 +153,7 @@ def read(conn: Connection, r_uuid: str) -> Optional[Held]:
     return Held(marker_id, left, free, root, uuid, marker_used)
 
 
-def _overlay_of(held: Held, base: Optional[Overlay]) -> Overlay:
+def overlay_of(held: Held, base: Optional[Overlay]) -> Overlay:
     """Extra `used` per (provider, class): on R's providers, a class R
     holds shows free what R has left (an extra only takes room away:
     never more than the provider's own free room); elsewhere `base`'s
@@ -198,16 +198,19 @@ class _Marking:
 
 def answer(conn: Connection, req: CandidateRequest, shown, max_candidates: int = 0,
            randomize: bool = False, snapshot=None, kept=None,
-           overlay: Optional[Overlay] = None) -> engine.Result:
+           overlay: Optional[Overlay] = None, *,
+           observer: engine.Observer = engine.QUIET) -> engine.Result:
     """answer.answer's answer for a request naming a reservation's marker
     (named() is not None), from SQL (`snapshot` and `kept` are not read):
     an engine.Result with its summaries. `overlay`: what plain requests
-    would see as extra `used`, kept where R's own does not apply."""
+    would see as extra `used`, kept where R's own does not apply.
+    `observer` hears the search, and the candidates the claim would take
+    (Observer.drew; explain listens)."""
     r_uuid, suffix = named(req)
     mark = marker.class_name(r_uuid)
-    group = req.groups[suffix]
-    amount = group.resources[mark]
-    rest = {name: n for name, n in group.resources.items() if name != mark}
+    amount = req.groups[suffix].resources[mark]
+    sub = without_marker(req, r_uuid, suffix)
+    rest = sub.groups[suffix].resources
     empty = engine.Result([], {}, {})
     empty.summaries = []
     held = read(conn, r_uuid)
@@ -215,16 +218,11 @@ def answer(conn: Connection, req: CandidateRequest, shown, max_candidates: int =
         # As for a class nobody can provide; the other names still checked.
         filters.resource_class_ids(conn, req.resource_class_names() - {mark})
         return empty
-    # The request without the marker, whole (limit applies after the
-    # candidates the claim would refuse are left out).
-    sub = replace(req, limit=None, groups={
-        s: replace(g, resources=rest) if s == suffix else g
-        for s, g in req.groups.items()})
     lookups = engine.resolve(conn, sub, None)
     if lookups is None:
         return empty
-    ov = _overlay_of(held, overlay)
-    walk = _Within(conn, sub, lookups, None, overlay=ov,
+    ov = overlay_of(held, overlay)
+    walk = _Within(conn, sub, lookups, None, observer, overlay=ov,
                    roots=sorted(set(held.root.values())))
     want = {lookups.rc_ids[name]: n for name, n in rest.items()}
     marking = _Marking(held.marker_id, amount)
@@ -233,6 +231,7 @@ def answer(conn: Connection, req: CandidateRequest, shown, max_candidates: int =
         at = _drawing_provider(cand, held, want, suffix)
         if at is not None:
             found.append(marking(cand, cand.providers.index(at)))
+    observer.drew(found)
     if randomize:
         random.shuffle(found)
     bound = engine.bound_of(req, max_candidates, False)
@@ -248,6 +247,18 @@ def answer(conn: Connection, req: CandidateRequest, shown, max_candidates: int =
         with_tree=shown.tree, overlay=ov)
     out.summaries = _with_marker(sums, held, mark, amount, carrying)
     return out
+
+
+def without_marker(req: CandidateRequest, r_uuid: str, suffix: str) -> CandidateRequest:
+    """The request without R's marker (named in group `suffix`), whole:
+    `limit` applies after the candidates the claim would refuse are left
+    out."""
+    mark = marker.class_name(r_uuid)
+    group = req.groups[suffix]
+    rest = {name: n for name, n in group.resources.items() if name != mark}
+    return replace(req, limit=None, groups={
+        s: replace(g, resources=rest) if s == suffix else g
+        for s, g in req.groups.items()})
 
 
 def _drawing_provider(cand: Candidate, held: Held, want: dict,

@@ -53,6 +53,10 @@ class Observer(combiner.Watcher):
     def sliced(self, lo: int, hi: int, part: Optional[Slice]) -> None:
         """A slice was read (None: some slot has no provider in it)."""
 
+    def drew(self, found: list) -> None:
+        """Of the search's candidates, those a claim drawing from a
+        reservation takes as asked (drawing.py), before the limit."""
+
 
 QUIET = Observer()
 
@@ -316,18 +320,22 @@ def find(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
          randomize: bool = False, observer: Observer = QUIET,
          lookups: Optional[Lookups] = None,
          snapshot: Optional[Snapshot] = None,
-         kept: Optional[KeptCache] = None) -> Result:
+         kept: Optional[KeptCache] = None,
+         overlay: Optional[Overlay] = None) -> Result:
     """The candidates for a parsed request, bounded by `limit` and by
     max_candidates (<= 0: unbounded); a random sample when randomize.
     `snapshot`: the process's copy of the facts, read in `conn`'s
     transaction (candidates/snapshot.py); without it, all from SQL.
-    `kept`: what the process keeps derived from its copies (kept.py)."""
+    `kept`: what the process keeps derived from its copies (kept.py).
+    `overlay`: extra `used` for this request alone (overlay.py), as the
+    routes pass answer.answer."""
     if lookups is None:
         lookups = resolve(conn, req, snapshot)
     if lookups is None:
         return Result([], {}, {})
     bound = bound_of(req, max_candidates, randomize)
-    search = Search(conn, req, lookups, bound, observer, snapshot=snapshot, kept=kept)
+    search = Search(conn, req, lookups, bound, observer, snapshot=snapshot, kept=kept,
+                    overlay=overlay)
     over_viable_trees(search, kept)
     found = search.candidates()
     if bound:

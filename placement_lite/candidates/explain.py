@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from sqlalchemy import distinct, func, select
+from sqlalchemy import and_, distinct, func, select
 from sqlalchemy.engine import Connection
 
 from placement_lite.candidates import engine, filters, steps
+from placement_lite.candidates.explain_reserved import KIND, Reserved
 from placement_lite.candidates.facts import Sharing, Slice
 from placement_lite.candidates.plan import Plan
 from placement_lite.candidates.query import CandidateRequest
@@ -58,6 +59,7 @@ class Recorder(engine.Observer):
         self.combined: dict = {}  # root -> (found, refused by older rule)
         self.slices: list = []  # (lo, hi) of every slice read
         self.result: Optional[engine.Result] = None
+        self.drawn: Optional[list] = None  # what drawing.py kept, if it ran
 
     def shared(self, sharing: Sharing) -> None:
         self.sharing = sharing
@@ -67,6 +69,9 @@ class Recorder(engine.Observer):
         if part is not None:
             self.offered |= part.offered
             self.anchors.update(part.anchors)
+
+    def drew(self, found: list) -> None:
+        self.drawn = list(found)
 
     def tree_unserved(self, anchor: int, slot: int) -> None:
         self.unserved[anchor] = slot
@@ -92,10 +97,22 @@ def _roots_serving(conn, clauses) -> dict:
     return out
 
 
-def _numbered_funnel(conn, plan: Plan, suffix: str, total: tuple) -> list:
+def numbered_steps(plan: Plan, suffix: str, reserved=None) -> list:
+    """A numbered group's steps, with the reservations' one after its
+    capacity steps where the search ran with an overlay."""
     group = plan.req.groups[suffix]
+    found = steps.numbered_steps(group, plan.lookups, RP)
+    if reserved is None:
+        return found
+    at = sum(1 for s in found if s.kind == "resources")
+    wanted = [(s.rc, s.amount) for s in found[:at]]
+    return found[:at] + [reserved.funnel_step(RP, wanted)] + found[at:]
+
+
+def _numbered_funnel(conn, plan: Plan, suffix: str, total: tuple,
+                     reserved=None) -> list:
     out, clauses, before = [], [], total
-    for step in steps.numbered_steps(group, plan.lookups, RP):
+    for step in numbered_steps(plan, suffix, reserved):
         clauses.append(step.clause)
         after = _counts(conn, clauses)
         out.append(Count(step.kind, step.detail, before[0], after[0], before[1], after[1]))
@@ -103,12 +120,14 @@ def _numbered_funnel(conn, plan: Plan, suffix: str, total: tuple) -> list:
     return out
 
 
-def _unnumbered_funnel(conn, plan: Plan, total: tuple) -> tuple:
+def _unnumbered_funnel(conn, plan: Plan, total: tuple, reserved=None) -> tuple:
     """Per class: the trees where some provider can give it (every class
-    so far); then each filter on the providers giving them; then the
-    required traits, which hold for the providers chosen together (here:
-    some provider giving a class in the tree has one of each set).
-    Returns the counts and the roots served in the end."""
+    so far); then what reservations hold (`reserved`: explain_reserved's,
+    where the search ran with an overlay); then each filter on the
+    providers giving them; then the required traits, which hold for the
+    providers chosen together (here: some provider giving a class in the
+    tree has one of each set). Returns the counts and the roots served in
+    the end."""
     g = plan.unnumbered
     lk = plan.lookups
     out: list = []
@@ -136,6 +155,12 @@ def _unnumbered_funnel(conn, plan: Plan, total: tuple) -> tuple:
         capacity[rc] = filters.has_capacity(RP.c.id, rc, amount)
         serving[rc] = _roots_serving(conn, [capacity[rc]])
         tally("resources", f"{name}:{amount}")
+    if reserved is not None:
+        for name, amount in sorted(g.resources.items()):
+            rc = lk.rc_ids[name]
+            capacity[rc] = and_(capacity[rc], reserved.clause(RP.c.id, rc, amount))
+            serving[rc] = _roots_serving(conn, [capacity[rc]])
+        tally(KIND, reserved.detail)
     so_far: list = []
     for step in steps.unnumbered_steps(g, lk, RP):
         so_far.append(step.clause)
@@ -200,14 +225,18 @@ def _search_counts(plan: Plan, rec: Recorder, result: engine.Result,
 
 def explain(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
             randomize: bool = False, providers: Sequence[str] = (),
-            snapshot=None) -> Explanation:
+            snapshot=None, reserved: Optional[Reserved] = None) -> Explanation:
     """The real answer to `req`, how each step narrowed it, and why each
     provider named (by uuid) is not in it. `snapshot`: the route's copy
-    of the facts (engine.find), so the answer is the route's."""
+    of the facts (engine.find), so the answer is the route's.
+    `reserved`: the overlay the route answers with (what reservations
+    hold, explain_reserved.Reserved), or None: searched with it, counted
+    as a step of each group and worded in the reasons."""
+    overlay = reserved.overlay if reserved is not None else None
     lookups = engine.resolve(conn, req, snapshot)
     rec = Recorder()
     result = engine.find(conn, req, max_candidates, randomize, observer=rec,
-                         lookups=lookups, snapshot=snapshot) \
+                         lookups=lookups, snapshot=snapshot, overlay=overlay) \
         if lookups else engine.Result([], {}, {})
     if lookups is None:
         # An in_tree naming no provider: nothing is searched.
@@ -216,23 +245,36 @@ def explain(conn: Connection, req: CandidateRequest, max_candidates: int = 0,
             uuid: {"excluded": True, "reasons": [
                 {"group": None, "step": "in_tree",
                  "reason": "in_tree names no provider"}]} for uuid in providers})
-    plan = Plan(req, lookups)
+    return explained(conn, Plan(req, lookups), rec, result, max_candidates,
+                     randomize, providers, reserved)
+
+
+def explained(conn: Connection, plan: Plan, rec: Recorder, result: engine.Result,
+              max_candidates: int, randomize: bool, providers: Sequence[str],
+              reserved: Optional[Reserved], within: Optional[set] = None
+              ) -> Explanation:
+    """The explanation of a search of `plan` that `rec` heard and that
+    answered `result`: the groups' funnels, the search's steps, and a
+    report per provider named. `within`: the roots of the only trees the
+    search walked, where it did not walk them all."""
+    req = plan.req
     total = _counts(conn, [])
     groups: dict = {}
     own_roots: Optional[set] = None
     for suffix in req.groups:
         if suffix:
-            counts = _numbered_funnel(conn, plan, suffix, total)
-            clauses = [s.clause for s in steps.numbered_steps(
-                req.groups[suffix], lookups, RP)]
+            counts = _numbered_funnel(conn, plan, suffix, total, reserved)
+            clauses = [s.clause for s in numbered_steps(plan, suffix, reserved)]
             roots = set(_roots_serving(conn, clauses))
         else:
-            counts, roots = _unnumbered_funnel(conn, plan, total)
+            counts, roots = _unnumbered_funnel(conn, plan, total, reserved)
         groups[suffix] = counts
         own_roots = roots if own_roots is None else own_roots & roots
+    if within is not None:
+        own_roots = (own_roots or set()) & within
     bound = max_candidates if max_candidates and max_candidates > 0 else None
     search = _search_counts(plan, rec, result, len(own_roots or ()), bound)
     rec.result = result
-    why = Why(conn, plan, rec)
+    why = Why(conn, plan, rec, reserved)
     reports = {uuid: why.report(uuid) for uuid in providers}
     return Explanation(groups, search, result, reports, bool(randomize and req.limit))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from placement_lite.candidates import filters, steps
+from placement_lite.candidates.explain_reserved import KIND, short_on
 from placement_lite.candidates.plan import Plan
 from placement_lite.db import tables as t
 from placement_lite.ledger import capacity
@@ -15,10 +16,12 @@ RP = t.resource_providers
 
 
 class Why:
-    def __init__(self, conn, plan: Plan, rec):
+    def __init__(self, conn, plan: Plan, rec, reserved=None):
         self.conn = conn
         self.plan = plan
         self.rec = rec  # explain.Recorder of the real search
+        # explain_reserved.Reserved: the overlay the search ran with.
+        self.reserved = reserved
         self.names = {rc: name for name, rc in plan.lookups.rc_ids.items()}
 
     # -- facts for the wording ---------------------------------------------
@@ -72,12 +75,15 @@ class Why:
             return f"{name}: needs {amount}, not a multiple of its step_size {row.step_size}"
         cap = int(capacity.capacity_from(row.total, row.reserved, row.allocation_ratio))
         used = int(row.used or 0)
-        return (f"{name}: needs {amount}, free {cap - used} of capacity {cap} "
-                f"(used {used})")
+        # What reservations hold there, where the search left room for it.
+        worded = self.reserved.worded((rp, step.rc), name, amount, cap, used) \
+            if self.reserved is not None else None
+        return worded or (f"{name}: needs {amount}, free {cap - used} of capacity "
+                          f"{cap} (used {used})")
 
     def _word(self, rp, step, root, traits, aggs) -> str:
         kind = step.kind
-        if kind == "resources":
+        if kind in ("resources", KIND):
             return self._capacity(rp, step)
         if kind == "required":
             return f"lacks trait {step.names[0]}"
@@ -94,6 +100,9 @@ class Why:
                                           else set())) & set(step.names)
             return "in forbidden aggregate " + ", ".join(sorted(bad))
         return f"not in the tree of {step.detail}"
+
+    def _reserved_step(self, rc, amount):
+        return self.reserved.step(RP, rc, amount, self.names[rc])
 
     # -- per group ---------------------------------------------------------
 
@@ -124,6 +133,9 @@ class Why:
     def _numbered(self, suffix, cands, root, uuids) -> list:
         group = self.plan.req.groups[suffix]
         found = steps.numbered_steps(group, self.plan.lookups, RP)
+        if self.reserved is not None:
+            at = sum(1 for s in found if s.kind == "resources")
+            found[at:at] = [self._reserved_step(s.rc, s.amount) for s in found[:at]]
         found = [_Numbered(s, True) for s in found]
         passing, failed = self._failures(cands, found)
         if passing:
@@ -140,11 +152,13 @@ class Why:
         kept, rest_failed = self._failures(cands, rest)
         for name, amount in sorted(g.resources.items()):
             rc = lk.rc_ids[name]
-            cap = _Numbered(steps.Step(
+            room = [_Numbered(steps.Step(
                 "resources", f"{name}:{amount}",
                 lambda rc=rc, amount=amount: filters.has_capacity(RP.c.id, rc, amount),
-                rc=rc, amount=amount), False)
-            roomy, failed = self._failures(cands, [cap])
+                rc=rc, amount=amount), False)]
+            if self.reserved is not None:
+                room.append(_Numbered(self._reserved_step(rc, amount), False))
+            roomy, failed = self._failures(cands, room)
             passing = roomy & kept
             if passing:
                 serving |= passing
@@ -228,7 +242,11 @@ class Why:
         sharers = set(sharing.anchors.get(root, ())) if sharing else set()
         cands = tree | sharers
         uuids = self._uuids(cands)
-        return self._report(root, tree, cands, uuids, sharers)
+        out = self._report(root, tree, cands, uuids, sharers)
+        short = short_on(self.conn, row.id)
+        if short:
+            out["short"] = short
+        return out
 
     def _report(self, root, tree, cands, uuids, sharers) -> dict:
         result = self.rec.result

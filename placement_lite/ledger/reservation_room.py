@@ -143,17 +143,22 @@ def shortfalls(room: Room, reservation_id: int,
     return out
 
 
-def _candidate_keys(conn: Connection) -> list[tuple[Key, float]]:
-    """Keys where what live reservations hold in total does not fit the
-    room: only there can any instant lack it. One grouped statement."""
+def _candidate_keys(conn: Connection, provider_id: Optional[int] = None
+                    ) -> list[Key]:
+    """Keys (of `provider_id` alone, when given) where what live
+    reservations hold in total does not fit the room: only there can any
+    instant lack it. One grouped statement."""
     cap = (_inv.c.total - _inv.c.reserved) * _inv.c.allocation_ratio
     held = func.sum(_ra.c.amount)
+    live = [_ra.c.end_at > clock.now_expr(conn.dialect.name)]
+    if provider_id is not None:
+        live.append(_ra.c.resource_provider_id == provider_id)
     rows = conn.execute(
         select(_ra.c.resource_provider_id, _ra.c.resource_class_id)
         .select_from(_ra.outerjoin(_inv, (
             _inv.c.resource_provider_id == _ra.c.resource_provider_id)
             & (_inv.c.resource_class_id == _ra.c.resource_class_id)))
-        .where(_ra.c.end_at > clock.now_expr(conn.dialect.name))
+        .where(*live)
         .group_by(_ra.c.resource_provider_id, _ra.c.resource_class_id,
                   _inv.c.total, _inv.c.reserved, _inv.c.allocation_ratio,
                   _inv.c.used, _inv.c.drawn)
@@ -163,21 +168,49 @@ def _candidate_keys(conn: Connection) -> list[tuple[Key, float]]:
     return [(rp, rc) for rp, rc in rows]
 
 
+class Short(NamedTuple):
+    """A reservation's window on one key that lacks room from now on, and
+    the first interval where it does."""
+    key: Key
+    held: Held
+    first: Shortfall
+
+    @property
+    def missing(self) -> float:
+        return capacity.display(self.held.amount - self.first.free)
+
+
+def _short(conn: Connection, keys: list[Key], once: bool = False) -> list[Short]:
+    """The reservations' windows on `keys` that lack room from now on, by
+    key, then start; `once`: only the first found of each reservation."""
+    if not keys:
+        return []
+    now = clock.now(conn)
+    far = conn.scalar(select(func.max(_ra.c.end_at)))
+    room = read(conn, keys, now, int(far))
+    out: list[Short] = []
+    seen: set[int] = set()
+    for key in sorted(room.windows):
+        for h in sorted(room.windows[key], key=lambda h: (h.start, h.reservation_id)):
+            if once and h.reservation_id in seen:
+                continue
+            found = shortfalls(room, h.reservation_id, {key: h.amount},
+                               max(h.start, now), h.end)
+            if found:
+                seen.add(h.reservation_id)
+                out.append(Short(key, h, found[0]))
+    return out
+
+
 def count_short(conn: Connection) -> int:
     """How many reservations lack room at some instant from now on: the
     `/metrics` gauge. Cheap when all is well: one grouped statement finds
     no key where the live reservations' total exceeds the room."""
-    keys = _candidate_keys(conn)
-    if not keys:
-        return 0
-    now = clock.now(conn)
-    far = conn.scalar(select(func.max(_ra.c.end_at)))
-    room = read(conn, keys, now, int(far))
-    short: set[int] = set()
-    for key, held in room.windows.items():
-        for h in held:
-            if h.reservation_id not in short and shortfalls(
-                    room, h.reservation_id, {key: h.amount},
-                    max(h.start, now), h.end):
-                short.add(h.reservation_id)
-    return len(short)
+    return len({s.held.reservation_id for s in _short(conn, _candidate_keys(conn), once=True)})
+
+
+def short_on(conn: Connection, provider_id: int) -> list[Short]:
+    """The reservations that lack room on one provider from now on (one
+    per reservation and class), as count_short finds them: one grouped
+    statement when none does."""
+    return _short(conn, _candidate_keys(conn, provider_id))

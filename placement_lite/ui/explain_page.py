@@ -21,10 +21,11 @@ RULE = "placement:explain:allocation_candidates"
 
 def _unit(s: dict) -> str:
     """What a step counts: trees where it counts trees; the limit step
-    counts candidates (in its provider fields); the others providers."""
+    and a marker request's draws step count candidates (in their provider
+    fields); the others providers."""
     if s["trees_before"] is not None or s["trees_after"] is not None:
         return "tree"
-    return "candidate" if s["step"] == "limit" else "provider"
+    return "candidate" if s["step"] in ("limit", "draws") else "provider"
 
 
 def _counted(s: dict) -> tuple:
