@@ -178,19 +178,25 @@ def free_over(conn, start: int, end: int, provider_ids=None,
 
 
 def fitting(conn, start: int, end: int, wanted: dict[str, int],
-            reservations: bool = True) -> set[str]:
+            reservations: bool = True, among=None) -> set[str]:
     """The uuids of the providers where each of `wanted` (class -> amount)
     fits throughout [start, end), within the inventory's unit limits: a
     window candidates answer of single providers, counted by brute force
-    (without `reservations`: beside the allocations alone)."""
+    (without `reservations`: beside the allocations alone). `among`: only
+    those of these uuids (an unknown one fits nowhere)."""
     t = _tables()
     ids = dict(conn.execute(select(t.resource_classes.c.name, t.resource_classes.c.id)
                             .where(t.resource_classes.c.name.in_(wanted))).all())
-    units = {(rp, rc): (lo, hi, step) for rp, rc, lo, hi, step in conn.execute(
-        select(t.inventories.c.resource_provider_id, t.inventories.c.resource_class_id,
-               t.inventories.c.min_unit, t.inventories.c.max_unit,
-               t.inventories.c.step_size))}
-    free = free_over(conn, start, end, reservations=reservations)
+    rps = None if among is None else set(conn.scalars(
+        select(t.resource_providers.c.id)
+        .where(t.resource_providers.c.uuid.in_(sorted(set(among))))))
+    query = select(t.inventories.c.resource_provider_id, t.inventories.c.resource_class_id,
+                   t.inventories.c.min_unit, t.inventories.c.max_unit,
+                   t.inventories.c.step_size)
+    if rps is not None:
+        query = query.where(t.inventories.c.resource_provider_id.in_(sorted(rps)))
+    units = {(rp, rc): (lo, hi, step) for rp, rc, lo, hi, step in conn.execute(query)}
+    free = free_over(conn, start, end, rps, reservations)
     ok: dict[int, int] = defaultdict(int)
     for (rp, rc), room in free.items():
         for name, amount in wanted.items():

@@ -21,6 +21,8 @@ the API while the server runs. Timed, each in --rounds rounds:
 - a claim drawing from a reservation (its marker class named), timed in
   turn with plain claims, and candidates naming a reservation's marker
   (bench/reservation_draws.py), each checked from the rows;
+- plain candidates right after a reservation write, and without one, in
+  turn (bench/reservation_refresh.py), each answer checked from the rows;
 - a race: 20 clients reserving the last room of one window on one new
   provider and 20 claiming it, until refused: exactly its capacity is
   granted, and the rows agree (allocated + the peak reserved).
@@ -45,6 +47,7 @@ from urllib.parse import urlencode
 
 from bench import complete, full, matrix, runner, serving
 from bench import reservation_draws as draws
+from bench import reservation_refresh as refresh
 from bench import reservation_world as world
 from bench.client import Client
 from bench.full import timed
@@ -64,7 +67,8 @@ OWNER = {"project_id": world.uid("bench-admit-project"),
          "user_id": world.uid("bench-admit-user")}
 # Strides through the cloud's nodes, one offset per workload, so no node
 # is asked for more than the loader's headroom.
-STRIDE, OFFSETS = 7919, {"admit": 1, "api": 2, "warm": 3, "calendar": 4, "draw": 5}
+STRIDE, OFFSETS = 7919, {"admit": 1, "api": 2, "warm": 3, "calendar": 4, "draw": 5,
+                       "refresh": 6}
 TARGETS = {"admit": 10.0, "candidates": 50.0, "calendar": 10.0, "claim": 1.2}
 
 
@@ -353,6 +357,9 @@ def _measure(args, base, side, rows, notes) -> None:
                      f"{WANTED} throughout the window ({alone} beside the allocations "
                      "alone), by brute force from the rows; each one of them")
     _drawing(args, side, rows, notes, label, runs)
+    got, note = refresh.measure(side, runs, rnds, lambda: _node(side, "refresh"), label)
+    rows.update(got)
+    notes.append(note)
     name = f"{label}: race, 20 reserving + 20 claiming one window's last room"
     _rounds(rows, name, [side], lambda s, r: race(s, r), args.rounds)
     notes.append(f"{label}: race: granted per round {rows[name]['new']['granted']} "

@@ -1,18 +1,22 @@
 """bench/reservation_world.py: the reservations benchmark's loader and
 its checks from the rows, at a tiny size on SQLite, so neither can rot
-between the benchmark's runs; and the check of a window candidates
-answer against them (bench/reservations.py)."""
+between the benchmark's runs; and the checks of candidates answers
+against them: a window's (bench/reservations.py), one naming a
+reservation's marker (bench/reservation_draws.py), a plain one after a
+reservation write (bench/reservation_refresh.py)."""
 from __future__ import annotations
 
 import json
+import random
 from types import SimpleNamespace
 
 import falcon.testing
 import pytest
 from sqlalchemy import create_engine, insert, select, update
 
-from bench import complete, reservations, worlds
+from bench import complete, reservations, serving, worlds
 from bench import reservation_draws as draws
+from bench import reservation_refresh as refresh
 from bench import reservation_world as world
 from placement_lite.app import create_app
 from placement_lite.config import Settings
@@ -257,3 +261,136 @@ def test_after_the_drawing_claims_the_rows_must_hold_what_they_drew(drawn_world)
                      .values(total=inv.c.reserved + 1, allocation_ratio=1.0))
     with pytest.raises(RuntimeError, match="over capacity"):
         draws.check(w.side, draws.Draws(held=[(w.held, w.nodes[4])], made=1))
+
+
+# ------------------------------- plain candidates after a write (bench/reservation_refresh.py)
+@pytest.fixture
+def refresh_world(drawn_world):
+    """drawn_world (its first node full for a day, drawn dry), and on its
+    last node a reservation from now for a day of all the VCPU free there
+    but one, drawn whole: open usage (used - drawn) + the peak reserved
+    leaves that one, which counting the drawn rows twice would not."""
+    w = drawn_world
+    last = world.uid(f"node-{NODES - 1}")
+    assert last not in w.nodes
+    with w.engine.connect() as conn:
+        now = world.db_now(conn)
+        free = int(draws.room(conn, [last], now, now + world.DAY)[last]["VCPU"])
+    assert free >= 2
+    held = _post(w.client, draws.OWNER, now, now + world.DAY, {last: {"VCPU": free - 1}})
+    _put(w.client, last, held, {"VCPU": free - 1})
+    w.last, w.last_drawn = last, free - 1
+    return w
+
+
+def _plain(w, node: str) -> tuple[bytes, int]:
+    """A reservation written as the benchmark writes one, on `node`, then
+    the plain request: (its answer, the database's now read before it)."""
+    with w.engine.connect() as conn:
+        now = world.db_now(conn)
+    body = refresh._write(random.Random(0), lambda: node, now)
+    got = w.client.simulate_post("/reservations", headers=ADMIN, json=body)
+    assert got.status_code == 201, got.text
+    with w.engine.connect() as conn:
+        before = world.db_now(conn)
+    got = w.client.simulate_get(refresh.PATH, headers=ADMIN)
+    assert got.status_code == 200, got.text
+    return got.content, before
+
+
+def _judged(w, answer, before, limit=refresh.LIMIT) -> list[tuple[str, str]]:
+    raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+    with w.engine.connect() as conn:
+        return refresh.judge(conn, raw, before, limit)
+
+
+def test_a_plain_answer_after_a_write_holds_every_provider_with_room(refresh_world):
+    """The server's answer passes: every provider with room (fewer than
+    the limit in this world), the node full for a day left out, the one
+    whose reservation is drawn whole offered with its last VCPU."""
+    w = refresh_world
+    raw, before = _plain(w, world.uid("node-7"))
+    assert _judged(w, raw, before) == []
+    named = {rp for req in json.loads(raw)["allocation_requests"] for rp in req["allocations"]}
+    assert w.last in named and w.nodes[0] not in named
+    with w.engine.connect() as conn:
+        assert named == world.fitting(conn, before, refresh.FOREVER, refresh.WANTED)
+        assert len(named) < refresh.LIMIT
+    side = SimpleNamespace(rows=SimpleNamespace(engine=w.engine))
+    refresh.check(side, raw, before, "after a write")
+
+
+def test_the_check_counts_a_drawn_allocation_once(refresh_world):
+    """The room left on the last node is one VCPU beside the open usage;
+    with the drawn rows counted as well it would be none."""
+    w = refresh_world
+    with w.engine.connect() as conn:
+        now = world.db_now(conn)
+        assert world.fitting(conn, now, refresh.FOREVER, refresh.WANTED,
+                             among=[w.last]) == {w.last}
+        rp = conn.scalar(select(t.resource_providers.c.id)
+                         .where(t.resource_providers.c.uuid == w.last))
+        vcpu = conn.scalar(select(t.resource_classes.c.id)
+                           .where(t.resource_classes.c.name == "VCPU"))
+        open_ = world.free_over(conn, now, refresh.FOREVER, {rp})[(rp, vcpu)]
+        every = world.allocated(conn, {rp}, drawn=True)[(rp, vcpu)]
+        assert open_ == 1
+        assert open_ - (every - world.allocated(conn, {rp})[(rp, vcpu)]) < 1
+
+
+def test_a_tampered_plain_answer_is_rejected(refresh_world):
+    w = refresh_world
+    raw, before = _plain(w, world.uid("node-9"))
+    answer = json.loads(raw)
+    reqs = answer["allocation_requests"]
+
+    def tampered(new_reqs):
+        return dict(answer, allocation_requests=new_reqs)
+
+    # One provider with room left out of an answer under the limit.
+    (kind, detail), = _judged(w, tampered(reqs[1:]), before)
+    assert kind == refresh.INCOMPLETE
+    assert f"expected {len(reqs)} candidates" in detail and f"got {len(reqs) - 1}" in detail
+    # The node full for a day offered in one's place: no room, and one left out.
+    full_node = {"allocations": {w.nodes[0]: {"resources": dict(refresh.WANTED)}}}
+    wrong = _judged(w, tampered(reqs[1:] + [full_node]), before)
+    assert [k for k, _d in wrong] == [refresh.WRONG, refresh.INCOMPLETE]
+    assert "1 candidates have no room" in wrong[0][1] and w.nodes[0] in wrong[0][1]
+    # A provider the database does not hold.
+    ghost = {"allocations": {world.uid("ghost"): {"resources": dict(refresh.WANTED)}}}
+    assert [k for k, _d in _judged(w, tampered(reqs + [ghost]), before)] == [refresh.WRONG]
+    # A provider named twice, and a candidate of other amounts.
+    twice = _judged(w, tampered(reqs + reqs[:1]), before)
+    assert any("named twice" in d for _k, d in twice)
+    other = json.loads(raw)
+    first = next(iter(other["allocation_requests"][0]["allocations"].values()))
+    first["resources"]["VCPU"] = 2
+    assert any("allocates" in d for _k, d in _judged(w, other, before))
+    # Under a limit of 2, two with room are a whole answer, three too many.
+    assert _judged(w, tampered(reqs[:2]), before, limit=2) == []
+    assert any("more than the limit 2" in d
+               for _k, d in _judged(w, tampered(reqs[:3]), before, limit=2))
+    side = SimpleNamespace(rows=SimpleNamespace(engine=w.engine))
+    with pytest.raises(complete.Incomplete,
+                       match=r"WRONG ANSWER: after a write: 1 candidates have no room"):
+        refresh.check(side, json.dumps(tampered(reqs + [full_node])).encode(), before,
+                      "after a write")
+
+
+def test_each_worker_process_gets_a_client_of_its_own(tmp_path):
+    """With 2 worker processes the figure's clients are held by both
+    (each connection by the worker that answers on it, and by no other
+    process), so a write reaches each process's copy in turn."""
+    url = f"sqlite:///{tmp_path / 'served.sqlite'}"
+    server = serving.ServerProcess(url, serving.free_port(), 2)
+    try:
+        workers = server.pids()[1:]
+        assert len(workers) == 2
+        served = refresh.clients(server)
+        assert sorted(pid for _c, pid in served) == sorted(workers)
+        for client, pid in served:
+            client.exchange("GET", "/")
+            assert refresh.serving_pid(server, client) == pid
+            client.conn.close()
+    finally:
+        server.stop()
