@@ -27,7 +27,7 @@ from collections import defaultdict
 from typing import Mapping, Optional
 
 from sqlalchemy import (
-    delete, func, insert, literal_column, select, union_all, update)
+    case, delete, func, insert, literal_column, select, union_all, update)
 from sqlalchemy.engine import Connection
 
 from placement_lite.db import tables as t
@@ -101,9 +101,21 @@ def rebuild(conn: Connection) -> None:
     s = t.usage_summary
     conn.execute(delete(s))
     conn.execute(insert(s).from_select([*_KEY, "amount"], _from_allocations()))
-    inv = t.inventories
-    conn.execute(update(inv).values(used=_allocated(inv),
-                                    drawn=_allocated(inv, drawn=True)))
+    # One grouped pass over the allocations joined to the inventories
+    # (UPDATE ... FROM): a subquery per inventory row is what MariaDB
+    # planned as a scan of every allocation per row right after a bulk
+    # load, whose statistics it had not caught up with (minutes at
+    # 100,000 allocations).
+    inv, a = t.inventories, t.allocations
+    sums = (select(a.c.resource_provider_id.label("rp"),
+                   a.c.resource_class_id.label("rc"),
+                   func.sum(a.c.used).label("used"),
+                   func.sum(case((a.c.reservation_id.is_not(None), a.c.used),
+                                 else_=0)).label("drawn"))
+            .group_by(a.c.resource_provider_id, a.c.resource_class_id).subquery())
+    conn.execute(update(inv).values(used=0, drawn=0))
+    conn.execute(update(inv).values(used=sums.c.used, drawn=sums.c.drawn).where(
+        inv.c.resource_provider_id == sums.c.rp, inv.c.resource_class_id == sums.c.rc))
 
 
 def _allocated(inv, drawn: bool = False):
