@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Mapping
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from placement_lite.db import tables as t
 from placement_lite.ledger import consumers, windows
@@ -52,6 +52,18 @@ def reservation(conn, start: int, end: int, amounts: Mapping, project: str = "p1
          "start_at": start, "end_at": end}
         for rp, rc, amount in _amount_rows(conn, amounts)])
     return uuid
+
+
+def move_window(conn, uuid: str, start: int, end: int) -> None:
+    """Reservation `uuid`'s window set to [start, end) on its row and its
+    amount rows, with no check: as time would leave it (ended, begun)."""
+    rid = select(t.reservations.c.id).where(
+        t.reservations.c.uuid == uuid).scalar_subquery()
+    conn.execute(update(t.reservations).where(t.reservations.c.id == rid)
+                 .values(start_at=start, end_at=end))
+    conn.execute(update(t.reservation_amounts)
+                 .where(t.reservation_amounts.c.reservation_id == rid)
+                 .values(start_at=start, end_at=end))
 
 
 def allocate(conn, rp: dict, rc: str, used: int, project: str = "p1",

@@ -16,15 +16,15 @@ import random
 from urllib.parse import urlencode
 
 import pytest
-from sqlalchemy import select
 
 from placement_lite.app import create_app
 from placement_lite.candidates import memory as memory_module, viable
 from placement_lite.config import Settings
-from placement_lite.db import tables as t
 from tests.random_world import TRAITS, Builder, candidate_query, wsgi
 from tests.test_candidates_memory import (
     _aggregates, _alike, _claim, _create, _delete, _get, _inventory, _move)
+from tests.viable_probes import (
+    group_suffix, in_use, judged_roots, narrowed, provider_ids, usage_reads)
 
 
 @pytest.fixture
@@ -49,19 +49,9 @@ WRITES = [_inventory, _traits, _traits, _aggregates, _aggregates, _create, _move
 def _filtered_query(rng, world) -> list:
     """A random request, most often narrowed by aggregate or tree."""
     params = candidate_query(rng, world)
-    roots = [u for u, p in world.providers.items() if p["parent"] is None]
     pick = rng.random()
-    groups = sorted({k[len("resources"):] for k, _v in params if k.startswith("resources")})
-    suffix = rng.choice(groups) if groups else ""
-    if pick < 0.5:
-        agg = rng.choice(world.aggregates)
-        params.append((f"member_of{suffix}", rng.choice(
-            [agg, "in:" + ",".join(rng.sample(world.aggregates, 2)), "!" + agg])))
-    elif pick < 0.65 and roots:
-        params.append((f"in_tree{suffix}", rng.choice(roots)))
-    elif pick < 0.8:
-        params.append(("root_required", rng.choice(["CUSTOM_A", "!CUSTOM_B"])))
-    return params
+    return narrowed(rng, world, params, pick, group_suffix(rng, params),
+                    root_required_below=0.8)
 
 
 @pytest.mark.parametrize("seed", [29, 2029, 4029])
@@ -131,22 +121,10 @@ def test_a_query_for_one_aggregate_reads_no_other_trees_usage(db, apps, monkeypa
                             aggs=[agg] if n >= 36 else [])
              for n in range(40)]
     for n, rp in enumerate(nodes):
-        status, out = wsgi(memory, "PUT", f"/allocations/{world.uuid()}", {
-            "allocations": {rp: {"resources": {"VCPU": 1 + n % 4}}},
-            "project_id": world.uuid(), "user_id": world.uuid(),
-            "consumer_generation": None, "consumer_type": "INSTANCE"}, version="1.39")
-        assert status == 204, out
-    with db.read() as conn:
-        ids = dict(conn.execute(select(t.resource_providers.c.uuid,
-                                       t.resource_providers.c.id)).all())
+        in_use(memory, world, rp, {"VCPU": 1 + n % 4})
+    ids = provider_ids(db)
     in_a = {ids[rp] for rp in nodes[36:]}
-    read, whole = [], []
-    real_read, real_all = (memory_module.MemoryReader.read_used,
-                           memory_module.MemoryReader.read_all_used)
-    monkeypatch.setattr(memory_module.MemoryReader, "read_used",
-                        lambda self, rps: read.extend(rps) or real_read(self, rps))
-    monkeypatch.setattr(memory_module.MemoryReader, "read_all_used",
-                        lambda self: whole.append(1) or real_all(self))
+    read, whole = usage_reads(monkeypatch)
     path = "/allocation_candidates?" + urlencode(
         {"resources": "VCPU:1,MEMORY_MB:256", "member_of": agg, "limit": 2})
     for _ in range(2):
@@ -171,10 +149,7 @@ def test_a_bounded_answer_judges_only_as_far_as_it_scans(apps, monkeypatch):
     world = Builder(memory, random.Random(11))
     for n in range(300):
         world.provider(f"cn{n}", inventory={"VCPU": world.inv(4)})
-    judged = []
-    real = viable.Viable._judge
-    monkeypatch.setattr(viable.Viable, "_judge",
-                        lambda self, roots: judged.extend(roots) or real(self, roots))
+    judged = judged_roots(monkeypatch)
     path = "/allocation_candidates?resources=VCPU:1&limit=2"
     assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 2
     assert 0 < len(judged) < 100, len(judged)
@@ -195,10 +170,7 @@ def test_after_a_facts_write_only_the_trees_it_touched_are_judged_again(
     world = Builder(memory, random.Random(13))
     nodes = [world.provider(f"cn{n}", inventory={"VCPU": world.inv(4)}) for n in range(200)]
     assert wsgi(memory, "PUT", "/traits/CUSTOM_B")[0] == 201
-    judged = []
-    real = viable.Viable._judge
-    monkeypatch.setattr(viable.Viable, "_judge",
-                        lambda self, roots: judged.extend(roots) or real(self, roots))
+    judged = judged_roots(monkeypatch)
     path = "/allocation_candidates?resources=VCPU:1&required=!CUSTOM_B"
     assert len(_alike(memory, sql, path)[1]["allocation_requests"]) == 200
     assert len(judged) == 200
@@ -235,12 +207,7 @@ def test_a_bounded_answer_over_wide_trees_reads_the_trees_it_needs(apps, monkeyp
                 for c in range(12)]
         trees.append([root] + kids)
         for kid in kids:
-            status, out = wsgi(memory, "PUT", f"/allocations/{world.uuid()}", {
-                "allocations": {kid: {"resources": {"CUSTOM_PF": 1}}},
-                "project_id": world.uuid(), "user_id": world.uuid(),
-                "consumer_generation": None, "consumer_type": "INSTANCE"},
-                version="1.39")
-            assert status == 204, out
+            in_use(memory, world, kid, {"CUSTOM_PF": 1})
     read = []
     real_read = memory_module.MemoryReader.read_used
     monkeypatch.setattr(memory_module.MemoryReader, "read_used",

@@ -22,15 +22,15 @@ from urllib.parse import urlencode
 from wsgiref.util import setup_testing_defaults
 
 import pytest
-from sqlalchemy import select
 
 from placement_lite.app import create_app
-from placement_lite.candidates import memory as memory_module, viable
+from placement_lite.candidates import viable
 from placement_lite.config import Settings
-from placement_lite.db import tables as t
 from tests.random_world import TRAITS, Builder, candidate_query, wsgi
 from tests.test_candidates_memory import (
     _aggregates, _claim, _create, _delete, _get, _inventory, _move, _traits)
+from tests.viable_probes import (
+    group_suffix, in_use, judged_roots, narrowed, provider_ids, usage_reads)
 
 SHARES = "MISC_SHARES_VIA_AGGREGATE"
 
@@ -165,19 +165,9 @@ def _query(rng, world) -> list:
                        ("group_policy", rng.choice(["none", "isolate"]))]
             if rng.random() < 0.5:
                 params.append(("member_of1", rng.choice(world.aggregates)))
-    groups = sorted({k[len("resources"):] for k, _v in params if k.startswith("resources")})
-    suffix = rng.choice(groups) if groups else ""
-    roots = [u for u, p in world.providers.items() if p["parent"] is None]
+    suffix = group_suffix(rng, params)
     pick = rng.random()
-    if pick < 0.5:
-        agg = rng.choice(world.aggregates)
-        params.append((f"member_of{suffix}", rng.choice(
-            [agg, "in:" + ",".join(rng.sample(world.aggregates, 2)), "!" + agg])))
-    elif pick < 0.65 and roots:
-        params.append((f"in_tree{suffix}", rng.choice(roots)))
-    elif pick < 0.75:
-        params.append(("root_required", rng.choice(["CUSTOM_A", "!CUSTOM_B"])))
-    return params
+    return narrowed(rng, world, params, pick, suffix, root_required_below=0.75)
 
 
 def _repeated(world) -> list:
@@ -230,32 +220,6 @@ def test_with_sharing_providers_the_viable_trees_answer_as_sql_does(
                for w in (_sharer_aggregates, _sharer_traits, _sharer_inventory)), kinds
 
 
-def _ids(db) -> dict:
-    with db.read() as conn:
-        return dict(conn.execute(select(t.resource_providers.c.uuid,
-                                        t.resource_providers.c.id)).all())
-
-
-def _reads(monkeypatch) -> tuple:
-    read, whole = [], []
-    real_read, real_all = (memory_module.MemoryReader.read_used,
-                           memory_module.MemoryReader.read_all_used)
-    monkeypatch.setattr(memory_module.MemoryReader, "read_used",
-                        lambda self, rps: read.extend(rps) or real_read(self, rps))
-    monkeypatch.setattr(memory_module.MemoryReader, "read_all_used",
-                        lambda self: whole.append(1) or real_all(self))
-    return read, whole
-
-
-def _in_use(app, world, nodes):
-    for n, rp in enumerate(nodes):
-        status, out = wsgi(app, "PUT", f"/allocations/{world.uuid()}", {
-            "allocations": {rp: {"resources": {"VCPU": 1 + n % 4}}},
-            "project_id": world.uuid(), "user_id": world.uuid(),
-            "consumer_generation": None, "consumer_type": "INSTANCE"}, version="1.39")
-        assert status == 204, out
-
-
 def test_with_a_sharer_a_query_for_one_aggregate_reads_no_other_trees_usage(
         db, apps, monkeypatch):
     """Forty compute nodes, every one in use; the last four in aggregate
@@ -274,16 +238,14 @@ def test_with_a_sharer_a_query_for_one_aggregate_reads_no_other_trees_usage(
     disks = [world.provider(f"disk-{name}", inventory={"DISK_GB": world.inv(1000)},
                             traits=[SHARES], aggs=[agg])
              for name, agg in (("a", agg_a), ("b", agg_b))]
-    _in_use(memory, world, nodes)
+    for n, rp in enumerate(nodes):
+        in_use(memory, world, rp, {"VCPU": 1 + n % 4})
     for disk in disks:
-        assert wsgi(memory, "PUT", f"/allocations/{world.uuid()}", {
-            "allocations": {disk: {"resources": {"DISK_GB": 100}}},
-            "project_id": world.uuid(), "user_id": world.uuid(),
-            "consumer_generation": None, "consumer_type": "INSTANCE"})[0] == 204
-    ids = _ids(db)
+        in_use(memory, world, disk, {"DISK_GB": 100})
+    ids = provider_ids(db)
     in_a = {ids[rp] for rp in nodes[36:]}
     sharers = {ids[rp] for rp in disks}
-    read, whole = _reads(monkeypatch)
+    read, whole = usage_reads(monkeypatch)
     for resources, given in (("VCPU:1,MEMORY_MB:256", 2), ("VCPU:1,DISK_GB:10", 2),
                              ("DISK_GB:10", 1)):
         path = "/allocation_candidates?" + urlencode(
@@ -322,10 +284,7 @@ def test_a_sharer_reaching_other_trees_changes_what_is_judged_viable(
                           traits=[SHARES], aggs=[agg_a])
     ips = world.provider("ips", inventory={"IPV4_ADDRESS": world.inv(10)},
                          traits=[SHARES], aggs=[agg_b])
-    judged = []
-    real = viable.Viable._judge
-    monkeypatch.setattr(viable.Viable, "_judge",
-                        lambda self, roots: judged.extend(roots) or real(self, roots))
+    judged = judged_roots(monkeypatch)
     path = "/allocation_candidates?resources=VCPU:1,DISK_GB:10"
 
     def count():

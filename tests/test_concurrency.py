@@ -28,7 +28,7 @@ from placement_lite.db import usage_summary
 from placement_lite.db.engine import Database
 from placement_lite.ledger import allocations, usages
 from placement_lite.ledger.allocations import ConsumerWrite
-from tests import factories, races
+from tests import factories, ledger_races, races
 
 
 @pytest.fixture(autouse=True)
@@ -59,21 +59,16 @@ def _claimer(db: Database, project: str, rp_uuids: list[str], out: dict,
         write = ConsumerWrite(str(uuid.uuid4()), project, "user",
                               {rp: {"VCPU": 1, "MEMORY_MB": 64}},
                               expected_generation=None)
-        try:
-            db.run_write(lambda conn: allocations.replace(conn, [write]))
-        except errors.CapacityExceeded:
-            full.add(rp)
-            continue
-        except errors.ConcurrentUpdate:
-            with lock:
-                out["gave_up"] += 1
-            continue
-        except Exception as exc:  # noqa: BLE001 - the test reports every one
-            with lock:
-                out["unexpected"].append(repr(exc))
+        got = ledger_races.one_write(
+            lambda: db.run_write(lambda conn: allocations.replace(conn, [write])),
+            errors.CapacityExceeded, out, lock)
+        if got is None:
             return
-        with lock:
-            out["granted"].append((rp, write.consumer_uuid))
+        if got == "refused":
+            full.add(rp)
+        elif got == "granted":
+            with lock:
+                out["granted"].append((rp, write.consumer_uuid))
 
 
 def _churner(db: Database, project: str, rp_uuids: list[str], out: dict,
@@ -96,18 +91,13 @@ def _churner(db: Database, project: str, rp_uuids: list[str], out: dict,
                       for rp in rng.sample(rp_uuids, rng.randint(1, 2))}
         write = ConsumerWrite(consumer, project, "user", wanted,
                               expected_generation=expected)
-        try:
-            db.run_write(lambda conn: allocations.replace(conn, [write]))
-        except errors.CapacityExceeded:
-            continue
-        except errors.ConcurrentUpdate:
-            with lock:
-                out["gave_up"] += 1
-            continue
-        except Exception as exc:  # noqa: BLE001 - the test reports every one
-            with lock:
-                out["unexpected"].append(repr(exc))
+        got = ledger_races.one_write(
+            lambda: db.run_write(lambda conn: allocations.replace(conn, [write])),
+            errors.CapacityExceeded, out, lock)
+        if got is None:
             return
+        if got != "granted":
+            continue
         if wanted:
             owned[consumer] = ((expected or 0) + 1, wanted)
         else:
@@ -120,24 +110,18 @@ WORKERS = {"claim": _claimer, "churn": _churner}
 CHURN_STEPS = 40
 
 
-def _process(url: str, project: str, rp_uuids: list[str], queue,
-             worker: str = "claim") -> None:
-    db = Database(url, pool_size=THREADS)
+def _process(url: str, project: str, rp_uuids: list[str], worker: str,
+             queue) -> None:
     out = {"granted": [], "unexpected": [], "gave_up": 0, "owned": {}}
-    lock = threading.Lock()
-    try:
-        threads = [threading.Thread(target=WORKERS[worker],
-                                    args=(db, project, rp_uuids, out, lock))
-                   for _ in range(THREADS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    except Exception as exc:  # noqa: BLE001
-        out["unexpected"].append(repr(exc))
-    finally:
-        db.dispose()
-        queue.put((project, out))
+    ledger_races.in_threads(url, WORKERS[worker], [(project, rp_uuids)] * THREADS,
+                            out, queue, project)
+
+
+def _race(db, rp_uuids: list[str], worker: str) -> dict:
+    """project -> what its process's `worker`s were granted and own."""
+    return dict(ledger_races.in_processes(
+        _process, [(db.url, f"project-{i}", rp_uuids, worker)
+                   for i in range(PROCESSES)], timeout=120))
 
 
 def test_racing_processes_and_threads_never_oversell(db):
@@ -151,20 +135,7 @@ def test_racing_processes_and_threads_never_oversell(db):
             rps.append(rp)
     rp_uuids = [rp["uuid"] for rp in rps]
 
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_process,
-                         args=(db.url, f"project-{i}", rp_uuids, queue))
-             for i in range(PROCESSES)]
-    for proc in procs:
-        proc.start()
-    results = dict(queue.get(timeout=120) for _ in procs)
-    for proc in procs:
-        proc.join(timeout=30)
-        assert proc.exitcode == 0
-
-    unexpected = [e for out in results.values() for e in out["unexpected"]]
-    assert not unexpected, unexpected
+    results = _race(db, rp_uuids, "claim")
     granted = [g for out in results.values() for g in out["granted"]]
     assert len(granted) == CAPACITY, (len(granted), results)
 
@@ -196,19 +167,7 @@ def test_racing_claims_moves_and_releases_leave_exactly_what_was_granted(db):
     with db.write() as conn:
         rps = [factories.provider_with(conn, VCPU=10) for _ in range(3)]
     rp_uuids = [rp["uuid"] for rp in rps]
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_process,
-                         args=(db.url, f"project-{i}", rp_uuids, queue, "churn"))
-             for i in range(PROCESSES)]
-    for proc in procs:
-        proc.start()
-    results = dict(queue.get(timeout=120) for _ in procs)
-    for proc in procs:
-        proc.join(timeout=30)
-        assert proc.exitcode == 0
-    unexpected = [e for out in results.values() for e in out["unexpected"]]
-    assert not unexpected, unexpected
+    results = _race(db, rp_uuids, "churn")
 
     with db.read() as conn:
         stored = set(conn.scalars(select(t.consumers.c.uuid)))

@@ -43,8 +43,8 @@ def server_db(request):
         yield database
 
 
-def _client(db):
-    return falcon.testing.TestClient(create_app(Settings(db=db.url), db))
+def _client(db, **settings):
+    return falcon.testing.TestClient(create_app(Settings(db=db.url, **settings), db))
 
 
 def _connection_id(db, raw) -> int:
@@ -77,6 +77,12 @@ class InsertKiller:
         self._admin = create_engine(db.url, isolation_level="AUTOCOMMIT")
         self._holder = create_engine(db.url, isolation_level="READ COMMITTED")
         event.listen(db.engine, "before_cursor_execute", self._before)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc):
+        self.stop()
 
     def _before(self, conn, cursor, statement, params, context, executemany):
         if not _is_claim_insert(statement):
@@ -164,11 +170,8 @@ def test_a_claim_killed_during_its_insert_is_retried_on_a_fresh_connection(serve
     consumer = str(uuid.uuid4())
     retried = []
     server_db.on_retry.append(retried.append)
-    killer = InsertKiller(server_db, times=1)
-    try:
+    with InsertKiller(server_db, times=1) as killer:
         result = _claim(client, rp, consumer)
-    finally:
-        killer.stop()
     assert result.status_code == 204, result.text
     # Killed once, then done again on another connection.
     assert len(killer.killed) == 1
@@ -189,11 +192,8 @@ def test_a_claim_killed_on_every_attempt_is_a_503_that_changed_nothing(server_db
     client = _client(server_db)
     rp = _provider(client)
     consumer = str(uuid.uuid4())
-    killer = InsertKiller(server_db, times=math.inf)
-    try:
+    with InsertKiller(server_db, times=math.inf) as killer:
         result = _claim(client, rp, consumer)
-    finally:
-        killer.stop()
     _assert_unavailable(result)
     # Bounded: the first attempt and LOST_CONNECTION_RETRIES more, each on
     # a connection of its own.
@@ -275,6 +275,12 @@ class ClosedOnInsert:
         self.original = self.dialect.do_execute
         self.dialect.do_execute = self._do_execute
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc):
+        self.restore()
+
     def restore(self):
         self.dialect.do_execute = self.original
 
@@ -288,15 +294,11 @@ class ClosedOnInsert:
 
 
 def test_a_connection_lost_before_commit_is_retried_on_every_backend(db):
-    client = falcon.testing.TestClient(
-        create_app(Settings(db=db.url, metrics=True), db))
+    client = _client(db, metrics=True)
     rp = _provider(client)
     consumer = str(uuid.uuid4())
-    fault = ClosedOnInsert(db, times=1)
-    try:
+    with ClosedOnInsert(db, times=1) as fault:
         result = _claim(client, rp, consumer)
-    finally:
-        fault.restore()
     assert result.status_code == 204, result.text
     assert fault.attempts == 1
     assert _stored(db, consumer) == (1, 1)
@@ -311,11 +313,8 @@ def test_a_connection_lost_on_every_attempt_is_a_503_on_every_backend(db):
     client = _client(db)
     rp = _provider(client)
     consumer = str(uuid.uuid4())
-    fault = ClosedOnInsert(db, times=math.inf)
-    try:
+    with ClosedOnInsert(db, times=math.inf) as fault:
         result = _claim(client, rp, consumer)
-    finally:
-        fault.restore()
     _assert_unavailable(result)
     assert fault.attempts == 1 + LOST_CONNECTION_RETRIES
     assert _stored(db, consumer) == (0, 0)
@@ -349,15 +348,11 @@ def test_a_node_that_cannot_serve_is_a_lost_connection(errno):
     runs again on a new connection, which a load balancer sends to a live
     node, and the connection to the dead node is not pooled again."""
     with fresh_database(server_url("mysql")) as db:
-        client = falcon.testing.TestClient(
-            create_app(Settings(db=db.url, metrics=True), db))
+        client = _client(db, metrics=True)
         rp = _provider(client)
         consumer = str(uuid.uuid4())
-        fault = NodeLeavesOnInsert(db, errno)
-        try:
+        with NodeLeavesOnInsert(db, errno) as fault:
             result = _claim(client, rp, consumer)
-        finally:
-            fault.restore()
         assert result.status_code == 204, result.text
         assert fault.attempts == 1
         assert _stored(db, consumer) == (1, 1)

@@ -17,7 +17,7 @@ import pytest
 from placement_lite.api.times import text
 from placement_lite.app import create_app
 from placement_lite.config import Settings
-from tests.test_reservation_candidates_draw import ADMIN, HOUR, _now, _reserve
+from tests.reservation_api import ADMIN, HOUR, db_now as _now, reserve as _reserve
 
 DAY = 24 * HOUR
 

@@ -18,24 +18,20 @@ now on (candidates/ahead.py), as a claim does; against a brute force.
 """
 from __future__ import annotations
 
-import io
 import os
 import random
 import time
 from contextlib import contextmanager
 from urllib.parse import urlencode
-from wsgiref.util import setup_testing_defaults
 
 import pytest
-from sqlalchemy import event, func, select, update
+from sqlalchemy import event, func, select
 
 from placement_lite.api.services import Services
-from placement_lite.app import create_app
-from placement_lite.config import Settings
 from placement_lite.db import clock, facts_log
 from placement_lite.db import tables as t
-from tests import random_world as rw
 from tests.backends import backend_id, backend_urls, fresh_url
+from tests.peaks_oracle import both_apps, inventory_rows, peaks_allocated, raw
 from tests.random_world import Builder, candidate_query, wsgi
 from tests.reservation_rows import reservation
 from tests.servers import serve
@@ -52,24 +48,9 @@ SIMPLE = [[("resources", "VCPU:1")], [("resources", "VCPU:2,MEMORY_MB:1024")],
           [("resources", "CUSTOM_GPU:1,VCPU:1")]]
 
 
-def raw(app, path: str, version: str = "1.39") -> tuple:
-    """(status, body bytes) of one GET straight through the WSGI app."""
-    path, _, query = path.partition("?")
-    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query,
-               "HTTP_X_AUTH_TOKEN": "admin",
-               "HTTP_OPENSTACK_API_VERSION": f"placement {version}",
-               "HTTP_ACCEPT": "application/json", "wsgi.input": io.BytesIO(b"")}
-    setup_testing_defaults(environ)
-    seen = []
-    body = b"".join(app(environ, lambda status, headers, exc=None: seen.append(status)))
-    return int(seen[0].split()[0]), body
-
-
 @pytest.fixture
 def apps(db):
-    memory = create_app(Settings(db=db.url), db)
-    sql = create_app(Settings(db=db.url, facts_in_memory=False), db)
-    return db, memory, sql
+    return both_apps(db)
 
 
 @contextmanager
@@ -104,24 +85,11 @@ def _brute_peaks(db) -> tuple[int, dict]:
     return now, peaks
 
 
-def _raise_used(db, peaks: dict, sign: int) -> None:
-    inv = t.inventories
-    with db.write() as conn:
-        for (rp, rc), amount in peaks.items():
-            conn.execute(update(inv).where(
-                inv.c.resource_provider_id == rp, inv.c.resource_class_id == rc)
-                .values(used=inv.c.used + sign * amount))
-
-
 def _expected(db, oracle_app, path: str) -> tuple:
     """(peaks, the answer with `used` raised by them) at the database's now."""
     _now, peaks = _brute_peaks(db)
-    _raise_used(db, peaks, 1)
-    try:
-        with _allocations_alone():
-            return peaks, raw(oracle_app, path)
-    finally:
-        _raise_used(db, peaks, -1)
+    with peaks_allocated(db, peaks), _allocations_alone():
+        return peaks, raw(oracle_app, path)
 
 
 def _compare(db, memory, sql, params: list) -> bytes:
@@ -153,14 +121,6 @@ def _difference(got: tuple, expected: tuple) -> dict:
     return out
 
 
-def _rows(db) -> list:
-    inv = t.inventories
-    with db.read() as conn:
-        return conn.execute(select(
-            inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
-            inv.c.reserved, inv.c.allocation_ratio)).all()
-
-
 def _now(db) -> int:
     with db.read() as conn:
         return clock.now(conn)
@@ -170,7 +130,7 @@ def _write_rows(db, rng, count: int, soon: bool = False) -> None:
     """`count` reservations written straight into the tables, with the
     instants chosen: ended, active, pending, or (soon) ending within a few
     seconds; their providers logged as a reservation write logs them."""
-    rows, now = _rows(db), _now(db)
+    rows, now = inventory_rows(db), _now(db)
     with db.write() as conn:
         for _ in range(count):
             kind = "soon" if soon else rng.choice(["ended", "active", "pending", "pending"])
@@ -379,7 +339,7 @@ def test_nothing_reserved_ahead_answers_and_costs_as_before(apps):
             # The copy: nothing more. SQL alone: the facts log's heads.
             assert len(seen) == before + count_extra, (params, seen)
     same(1)
-    rows, now = _rows(db), _now(db)
+    rows, now = inventory_rows(db), _now(db)
     with db.write() as conn:
         for rp, rc, *_rest in rows[:5]:
             reservation(conn, now - 5 * HOUR, now - HOUR, {(rp, rc): 1})

@@ -11,58 +11,21 @@ from __future__ import annotations
 
 import uuid as uuidlib
 
-import falcon.testing
 import pytest
-from sqlalchemy import select, update
 
-from placement_lite.api.times import text
-from placement_lite.app import create_app
-from placement_lite.config import Settings
-from placement_lite.db import clock
-from placement_lite.db import tables as t
 from placement_lite.ledger import marker
-
-HOUR = 3600
-ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
+from tests.reservation_api import (
+    ADMIN, HOUR, client_for, code, db_now, provider, put_allocations, reserve)
+from tests.reservation_rows import move_window
 
 
 @pytest.fixture
 def client(db):
-    return falcon.testing.TestClient(create_app(Settings(db=db.url), db))
-
-
-def _now(db) -> int:
-    with db.read() as conn:
-        return clock.now(conn)
-
-
-def _provider(client, parent=None, **inventory) -> str:
-    rp = str(uuidlib.uuid4())
-    body = {"name": f"rp-{rp}", "uuid": rp}
-    if parent:
-        body["parent_provider_uuid"] = parent
-    got = client.simulate_post("/resource_providers", headers=ADMIN, json=body)
-    assert got.status_code in (200, 201), got.text
-    if inventory:
-        got = client.simulate_put(
-            f"/resource_providers/{rp}/inventories", headers=ADMIN,
-            json={"resource_provider_generation": 0, "inventories": {
-                name: {"total": n} for name, n in inventory.items()}})
-        assert got.status_code == 200, got.text
-    return rp
+    return client_for(db)
 
 
 def _host(client, **inventory) -> str:
-    return _provider(client, **(inventory or {"VCPU": 8, "MEMORY_MB": 8192}))
-
-
-def _reserve(client, holdings, start, end, project="lab") -> str:
-    got = client.simulate_post("/reservations", headers=ADMIN, json={
-        "project_id": project, "user_id": "alice", "start": text(start),
-        "end": text(end), "allocations": {
-            rp: {"resources": resources} for rp, resources in holdings.items()}})
-    assert got.status_code == 201, got.text
-    return got.json["id"]
+    return provider(client, **(inventory or {"VCPU": 8, "MEMORY_MB": 8192}))
 
 
 def _candidates(client, query, version="1.39"):
@@ -81,30 +44,18 @@ def _flavor(rid, vcpu=2, memory=2048, **more):
 
 def _claim(client, request, project="lab"):
     """PUT an allocation request as nova does: verbatim, a new consumer."""
-    consumer = str(uuidlib.uuid4())
-    return client.simulate_put(f"/allocations/{consumer}", headers=ADMIN, json={
-        "allocations": request["allocations"], "project_id": project,
-        "user_id": "alice", "consumer_generation": None,
-        "consumer_type": "INSTANCE"})
-
-
-def _code(got) -> str:
-    return got.json["errors"][0]["code"]
+    return put_allocations(client, str(uuidlib.uuid4()), request["allocations"], project)
 
 
 def _set_window(db, rid, start, end) -> None:
     with db.write() as conn:
-        for table in (t.reservations, t.reservation_amounts):
-            key = table.c.id if table is t.reservations else table.c.reservation_id
-            conn.execute(update(table).where(key == select(t.reservations.c.id).where(
-                t.reservations.c.uuid == rid).scalar_subquery()).values(
-                start_at=start, end_at=end))
+        move_window(conn, rid, start, end)
 
 
 def test_the_scheduler_finds_and_claims_exactly_the_reservations_room(db, client):
     a, b = _host(client), _host(client)
-    now = _now(db)
-    rid = _reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + HOUR)
+    now = db_now(db)
+    rid = reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + HOUR)
     mark = marker.class_name(rid)
 
     found = _candidates(client, _flavor(rid))
@@ -136,7 +87,7 @@ def test_the_scheduler_finds_and_claims_exactly_the_reservations_room(db, client
     # A stale answer's claim is refused: the reservation has nothing left.
     got = _claim(client, first)
     assert got.status_code == 409, got.text
-    assert _code(got) == "placement.reservation.overdrawn"
+    assert code(got) == "placement.reservation.overdrawn"
 
     # Requests naming no marker are answered as ever, on both hosts.
     plain = _candidates(client, "resources=VCPU:1")
@@ -146,25 +97,25 @@ def test_the_scheduler_finds_and_claims_exactly_the_reservations_room(db, client
 
 def test_another_project_is_offered_the_room_but_its_claim_is_refused(db, client):
     a = _host(client)
-    now = _now(db)
-    rid = _reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + HOUR)
+    now = db_now(db)
+    rid = reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + HOUR)
     # The request names no project (nova's does not): the claim decides.
     request = _candidates(client, _flavor(rid))["allocation_requests"][0]
     got = _claim(client, request, project="other")
     assert got.status_code == 409, got.text
-    assert _code(got) == "placement.reservation.other_project"
+    assert code(got) == "placement.reservation.other_project"
     assert _claim(client, request).status_code == 204
 
 
 def test_a_class_the_reservation_does_not_hold_there_is_not_offered_there(db, client):
     a = _host(client, VCPU=8, MEMORY_MB=8192, DISK_GB=100)
-    now = _now(db)
-    rid = _reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + HOUR)
+    now = db_now(db)
+    rid = reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + HOUR)
     # DISK_GB would land on A, where the claim could not draw it.
     found = _candidates(client, _flavor(rid, DISK_GB=10))
     assert found == {"allocation_requests": [], "provider_summaries": {}}
     # From a sharing provider it is offered, claimed plainly there.
-    disk = _provider(client, DISK_GB=100)
+    disk = provider(client, DISK_GB=100)
     agg = str(uuidlib.uuid4())
     for rp in (a, disk):
         gen = client.simulate_get(f"/resource_providers/{rp}", headers=ADMIN
@@ -188,8 +139,8 @@ def test_a_class_the_reservation_does_not_hold_there_is_not_offered_there(db, cl
 
 def test_a_reservation_not_active_or_gone_offers_nothing(db, client):
     a = _host(client)
-    now = _now(db)
-    rid = _reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now + HOUR, now + 2 * HOUR)
+    now = db_now(db)
+    rid = reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now + HOUR, now + 2 * HOUR)
     empty = {"allocation_requests": [], "provider_summaries": {}}
     assert _candidates(client, _flavor(rid)) == empty  # pending
     _set_window(db, rid, now - 2 * HOUR, now - HOUR)
@@ -207,11 +158,11 @@ def test_a_reservation_not_active_or_gone_offers_nothing(db, client):
 
 
 def test_a_nested_host_offers_the_child_the_reservation_holds_on(db, client):
-    host = _provider(client)
-    numa0 = _provider(client, parent=host, VCPU=4, MEMORY_MB=4096)
-    numa1 = _provider(client, parent=host, VCPU=4, MEMORY_MB=4096)
-    now = _now(db)
-    rid = _reserve(client, {numa1: {"VCPU": 2, "MEMORY_MB": 2048}}, now, now + HOUR)
+    host = provider(client)
+    numa0 = provider(client, parent=host, VCPU=4, MEMORY_MB=4096)
+    numa1 = provider(client, parent=host, VCPU=4, MEMORY_MB=4096)
+    now = db_now(db)
+    rid = reserve(client, {numa1: {"VCPU": 2, "MEMORY_MB": 2048}}, now, now + HOUR)
     mark = marker.class_name(rid)
     found = _candidates(client, _flavor(rid, vcpu=2, memory=1024))
     assert [r["allocations"] for r in found["allocation_requests"]] == [
@@ -238,9 +189,9 @@ def test_a_nested_host_offers_the_child_the_reservation_holds_on(db, client):
 
 def test_limit_and_several_providers(db, client):
     a, b, c = _host(client), _host(client), _host(client)
-    now = _now(db)
+    now = db_now(db)
     held = {"VCPU": 2, "MEMORY_MB": 2048}
-    rid = _reserve(client, {a: held, b: held}, now, now + HOUR)
+    rid = reserve(client, {a: held, b: held}, now, now + HOUR)
     mark = marker.class_name(rid)
     found = _candidates(client, _flavor(rid))
     assert {rp for r in found["allocation_requests"] for rp in r["allocations"]} == {a, b}
@@ -255,9 +206,9 @@ def test_limit_and_several_providers(db, client):
 
 def test_requests_naming_markers_wrongly_are_refused(db, client):
     a = _host(client)
-    now = _now(db)
-    r1 = _reserve(client, {a: {"VCPU": 2}}, now, now + HOUR)
-    r2 = _reserve(client, {a: {"VCPU": 2}}, now, now + HOUR, project="other")
+    now = db_now(db)
+    r1 = reserve(client, {a: {"VCPU": 2}}, now, now + HOUR)
+    r2 = reserve(client, {a: {"VCPU": 2}}, now, now + HOUR, project="other")
     m1, m2 = marker.class_name(r1), marker.class_name(r2)
     for query in (f"resources=VCPU:1,{m1}:1,{m2}:1",
                   f"resources=VCPU:1,{m1}:1&resources1=VCPU:1,{m1}:1&group_policy=none",
@@ -265,13 +216,13 @@ def test_requests_naming_markers_wrongly_are_refused(db, client):
         got = client.simulate_get("/allocation_candidates", headers=ADMIN,
                                   query_string=query)
         assert got.status_code == 400, (query, got.text)
-        assert _code(got) == "placement.query.bad_value"
+        assert code(got) == "placement.query.bad_value"
 
 
 def test_old_microversions_list_the_marker_too(db, client):
     a = _host(client)
-    now = _now(db)
-    rid = _reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + HOUR)
+    now = db_now(db)
+    rid = reserve(client, {a: {"VCPU": 4, "MEMORY_MB": 4096}}, now, now + HOUR)
     mark = marker.class_name(rid)
     found = _candidates(client, _flavor(rid), version="1.10")
     assert found["allocation_requests"] == [{"allocations": [{
@@ -281,12 +232,11 @@ def test_old_microversions_list_the_marker_too(db, client):
 
 
 def test_a_random_sample_draws_too(db):
-    client = falcon.testing.TestClient(create_app(
-        Settings(db=db.url, randomize_allocation_candidates=True), db))
+    client = client_for(db, randomize_allocation_candidates=True)
     hosts = [_host(client) for _ in range(3)]
-    now = _now(db)
-    rid = _reserve(client, {rp: {"VCPU": 2, "MEMORY_MB": 2048} for rp in hosts},
-                   now, now + HOUR)
+    now = db_now(db)
+    rid = reserve(client, {rp: {"VCPU": 2, "MEMORY_MB": 2048} for rp in hosts},
+                  now, now + HOUR)
     mark = marker.class_name(rid)
     seen = set()
     for _ in range(12):

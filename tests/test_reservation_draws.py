@@ -13,13 +13,11 @@ import threading
 import time
 import uuid as uuidlib
 
-import falcon.testing
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from placement_lite import errors
 from placement_lite.api.times import text
-from placement_lite.app import create_app
 from placement_lite.config import Settings
 from placement_lite.db import clock
 from placement_lite.db import tables as t
@@ -27,59 +25,33 @@ from placement_lite.db import usage_summary
 from placement_lite.ledger import allocations, marker, reservations, resource_classes
 from placement_lite.ledger.allocations import ConsumerWrite
 from tests import factories
-
-HOUR = 3600
-ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
+from tests.reservation_api import (
+    ADMIN, HOUR, client_for, code, db_now, provider, put_allocations, reserve)
+from tests.reservation_rows import move_window
 
 
 @pytest.fixture
 def client(db):
-    return falcon.testing.TestClient(create_app(Settings(db=db.url), db))
-
-
-def _now(db) -> int:
-    with db.read() as conn:
-        return clock.now(conn)
+    return client_for(db)
 
 
 def _provider(client, vcpu=8, memory=1024) -> str:
-    rp = str(uuidlib.uuid4())
-    got = client.simulate_post("/resource_providers", headers=ADMIN,
-                               json={"name": f"cn-{rp}", "uuid": rp})
-    assert got.status_code in (200, 201), got.text
-    got = client.simulate_put(
-        f"/resource_providers/{rp}/inventories", headers=ADMIN,
-        json={"resource_provider_generation": 0, "inventories": {
-            "VCPU": {"total": vcpu}, "MEMORY_MB": {"total": memory}}})
-    assert got.status_code == 200, got.text
-    return rp
+    return provider(client, VCPU=vcpu, MEMORY_MB=memory)
 
 
 def _reserve(client, rp, start, end, vcpu=4, project="lab", extra=None):
-    resources = {"VCPU": vcpu, **(extra or {})}
-    got = client.simulate_post("/reservations", headers=ADMIN, json={
-        "project_id": project, "user_id": "alice", "start": text(start),
-        "end": text(end), "allocations": {rp: {"resources": resources}}})
-    assert got.status_code == 201, got.text
-    return got.json["id"]
+    return reserve(client, {rp: {"VCPU": vcpu, **(extra or {})}}, start, end, project)
 
 
 def _claim(client, rp, resources, project="lab", consumer=None):
     consumer = consumer or str(uuidlib.uuid4())
-    got = client.simulate_put(f"/allocations/{consumer}", headers=ADMIN, json={
-        "allocations": {rp: {"resources": resources}},
-        "project_id": project, "user_id": "alice", "consumer_generation": None,
-        "consumer_type": "INSTANCE"})
-    return consumer, got
+    return consumer, put_allocations(
+        client, consumer, {rp: {"resources": resources}}, project)
 
 
 def _draw(client, rid, rp, vcpu, project="lab", **more):
     return _claim(client, rp, {"VCPU": vcpu, marker.class_name(rid): 1, **more},
                   project)
-
-
-def _code(got) -> str:
-    return got.json["errors"][0]["code"]
 
 
 def _usage(client, rp) -> dict:
@@ -115,7 +87,7 @@ def _ledger_is_consistent(db) -> None:
 
 def test_the_marker_class_comes_and_goes_with_the_reservation(db, client):
     rp = _provider(client)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now + HOUR, now + 2 * HOUR)
     name = marker.class_name(rid)
     assert client.simulate_get(f"/resource_classes/{name}",
@@ -132,7 +104,7 @@ def test_the_marker_class_comes_and_goes_with_the_reservation(db, client):
 
 def test_drawing_from_a_reservation_end_to_end(db, client):
     rp = _provider(client)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR)
     mark = marker.class_name(rid)
 
@@ -156,7 +128,7 @@ def test_drawing_from_a_reservation_end_to_end(db, client):
 
     # 2 of 4 drawn: 3 more do not fit it, 2 do.
     _c, got = _draw(client, rid, rp, 3)
-    assert got.status_code == 409 and _code(got) == "placement.reservation.overdrawn"
+    assert got.status_code == 409 and code(got) == "placement.reservation.overdrawn"
     assert (f"reservation {rid} holds 4 of VCPU on resource provider {rp}, "
             "2 already drawn; requested 3") in got.json["errors"][0]["detail"]
     second, got = _draw(client, rid, rp, 2)
@@ -180,7 +152,7 @@ def test_drawing_from_a_reservation_end_to_end(db, client):
 
 def test_a_consumer_moves_between_open_and_drawn(db, client):
     rp = _provider(client, vcpu=6)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
     consumer, got = _draw(client, rid, rp, 4)
     assert got.status_code == 204, got.text
@@ -214,7 +186,7 @@ def test_a_consumer_moves_between_open_and_drawn(db, client):
                                   "ended", "unknown"])
 def test_what_may_not_draw(db, client, case):
     rp = _provider(client)
-    now = _now(db)
+    now = db_now(db)
     start = now + HOUR if case == "pending" else now
     rid = _reserve(client, rp, start, start + HOUR)
     if case == "ended":
@@ -238,7 +210,7 @@ def test_what_may_not_draw(db, client, case):
         "unknown": ("placement.reservation.not_active", "does not exist"),
         "not_held": ("placement.reservation.not_held", "holds no MEMORY_MB"),
     }[case]
-    assert _code(got) == expected[0] and expected[1] in detail, detail
+    assert code(got) == expected[0] and expected[1] in detail, detail
     # Nothing was written.
     assert _usage(client, rp).get("VCPU", 0) == 0
 
@@ -252,7 +224,7 @@ def test_a_marker_class_unknown_to_the_service_is_placements_400(db, client):
 
 def test_two_reservations_on_one_provider_of_one_consumer_is_a_400(db, client):
     rp = _provider(client)
-    now = _now(db)
+    now = db_now(db)
     a = _reserve(client, rp, now, now + HOUR, vcpu=2)
     b = _reserve(client, rp, now, now + HOUR, vcpu=2)
     _c, got = _claim(client, rp, {"VCPU": 1, marker.class_name(a): 1,
@@ -267,7 +239,7 @@ def test_unit_limits_still_apply_to_a_draw(db, client):
         json={"resource_provider_generation": 1, "inventories": {
             "VCPU": {"total": 8, "step_size": 2}, "MEMORY_MB": {"total": 1024}}})
     assert got.status_code == 200, got.text
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR)
     _c, got = _draw(client, rid, rp, 3)
     assert got.status_code == 409
@@ -279,7 +251,7 @@ def test_back_to_back_booking_while_drawn_allocations_remain(db, client):
     R's drawn allocations exist: they end with R, so they do not take the
     room after it (with `used` alone they would)."""
     rp = _provider(client, vcpu=4)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
     _c, got = _draw(client, rid, rp, 4)
     assert got.status_code == 204, got.text
@@ -299,7 +271,7 @@ def test_back_to_back_booking_while_drawn_allocations_remain(db, client):
 
 def test_a_reservation_cannot_shrink_below_what_it_gave_out(db, client):
     rp = _provider(client)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
     _c, got = _draw(client, rid, rp, 3)
     assert got.status_code == 204, got.text
@@ -311,7 +283,7 @@ def test_a_reservation_cannot_shrink_below_what_it_gave_out(db, client):
             "end": current["end"],
             "allocations": {rp: {"resources": {"VCPU": vcpu}}}})
     got = change(2)
-    assert got.status_code == 409 and _code(got) == "placement.reservation.overdrawn"
+    assert got.status_code == 409 and code(got) == "placement.reservation.overdrawn"
     assert change(3).status_code == 200
 
 
@@ -319,7 +291,7 @@ def _drawn_then_ended(db, client):
     """A reservation of all 4 VCPU of a provider, all drawn by one
     consumer, whose window then ends naturally."""
     rp = _provider(client, vcpu=4)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
     consumer, got = _draw(client, rid, rp, 4)
     assert got.status_code == 204, got.text
@@ -335,7 +307,7 @@ def test_after_the_natural_end_drawn_rows_count_nowhere_until_deleted(db, client
     _reserve(client, rp, now + HOUR, now + 2 * HOUR, vcpu=4, project="next")
     # Drawing from it again is refused, as from any ended reservation.
     _c, got = _draw(client, rid, rp, 1)
-    assert got.status_code == 409 and _code(got) == "placement.reservation.not_active"
+    assert got.status_code == 409 and code(got) == "placement.reservation.not_active"
     # Deleting the ended reservation from the records takes them along.
     assert client.simulate_delete(f"/reservations/{rid}",
                                   headers=ADMIN).status_code == 204
@@ -349,7 +321,7 @@ def test_the_sweep_removes_what_ended_reservations_gave_out(db, client, capsys):
     from placement_lite import cli
 
     rp, rid, consumer, _now_ = _drawn_then_ended(db, client)
-    live = _reserve(client, rp, _now(db), _now(db) + HOUR, vcpu=4, project="next")
+    live = _reserve(client, rp, db_now(db), db_now(db) + HOUR, vcpu=4, project="next")
     kept, got = _draw(client, live, rp, 1, project="next")
     assert got.status_code == 204, got.text
     assert cli.main(["db", "sweep-draws", "--db", db.url]) == 0
@@ -369,11 +341,7 @@ def _end_naturally(db, rid) -> None:
     with db.write() as conn:
         # As time would leave it: the window is over.
         past = clock.now(conn) - 10
-        for table in (t.reservations, t.reservation_amounts):
-            key = table.c.id if table is t.reservations else table.c.reservation_id
-            conn.execute(update(table).where(key == select(t.reservations.c.id).where(
-                t.reservations.c.uuid == rid).scalar_subquery()).values(
-                start_at=past - HOUR, end_at=past))
+        move_window(conn, rid, past - HOUR, past)
 
 
 # Races -------------------------------------------------------------------------------
@@ -509,7 +477,7 @@ def test_window_candidates_count_a_drawn_allocation_once(db, client):
     8 VCPU, R holds 4 and all 4 are drawn, so 4 are free there (not 0),
     and `used` in the summaries is what takes room: 4."""
     rp = _provider(client)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
     _c, got = _draw(client, rid, rp, 4)
     assert got.status_code == 204, got.text
@@ -533,10 +501,9 @@ def test_plain_candidates_count_a_drawn_allocation_once(db, in_memory):
     8 VCPU, R holds 4 and has given out all 4, so 4 are free for anyone,
     with the process's copy of the facts warm from before the draw, and
     without a copy."""
-    client = falcon.testing.TestClient(
-        create_app(Settings(db=db.url, facts_in_memory=in_memory), db))
+    client = client_for(db, facts_in_memory=in_memory)
     rp = _provider(client)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
 
     def offered(vcpu) -> bool:
@@ -562,10 +529,9 @@ def test_plain_candidates_give_back_what_an_ended_reservation_gave_out(db):
     room at once, with the copy warm from before the end. Without a copy
     (the SQL reader, which knows only `used`) the answer stays on the
     safe side until the sweep: docs/reservations.md says so."""
-    client = falcon.testing.TestClient(
-        create_app(Settings(db=db.url, facts_in_memory=True), db))
+    client = client_for(db, facts_in_memory=True)
     rp = _provider(client, vcpu=4)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + 3, vcpu=4)
     _c, got = _draw(client, rid, rp, 4)
     assert got.status_code == 204, got.text
@@ -576,7 +542,7 @@ def test_plain_candidates_give_back_what_an_ended_reservation_gave_out(db):
         assert got.status_code == 200, got.text
         return [list(a["allocations"]) for a in got.json["allocation_requests"]] == [[rp]]
     assert not offered(1)  # R holds everything and has given it all out
-    while _now(db) < now + 3:  # R ends as time passes, no write in between
+    while db_now(db) < now + 3:  # R ends as time passes, no write in between
         time.sleep(0.2)
     assert offered(4) and not offered(5)
     got = client.simulate_get("/allocation_candidates", headers=ADMIN,
@@ -595,10 +561,9 @@ def test_window_candidates_after_the_reservation_leave_out_what_it_gave(db, in_m
     8 are free there, as admission judges (a reservation of 8 fits). From
     the copy of the facts the candidates say so; without one they stay on
     the safe side (4), never offering more than admission would grant."""
-    client = falcon.testing.TestClient(
-        create_app(Settings(db=db.url, facts_in_memory=in_memory), db))
+    client = client_for(db, facts_in_memory=in_memory)
     rp = _provider(client, vcpu=8)
-    now = _now(db)
+    now = db_now(db)
     rid = _reserve(client, rp, now, now + HOUR, vcpu=4)
     _c, got = _draw(client, rid, rp, 4)
     assert got.status_code == 204, got.text

@@ -14,7 +14,6 @@ through HTTP against two worker processes sees only 201s, 204s and 409s.
 """
 from __future__ import annotations
 
-import multiprocessing
 import random
 import threading
 import uuid
@@ -24,10 +23,9 @@ from sqlalchemy import func, select
 from placement_lite import errors
 from placement_lite.db import clock
 from placement_lite.db import tables as t
-from placement_lite.db.engine import Database
 from placement_lite.ledger import allocations, reservations, reserved_ahead
 from placement_lite.ledger.allocations import ConsumerWrite
-from tests import factories, races
+from tests import factories, ledger_races, races
 
 PROCESSES = 2
 THREADS = 4
@@ -68,57 +66,29 @@ def _worker(db, kind: str, rps: list[str], windows: list, out: dict,
     todo = [(rp, w) for rp in rps for w in windows]
     while todo:
         rp, window = rng.choice(todo)
-        try:
-            _attempt(db, kind, rp, window)
-        except (errors.CapacityExceeded, errors.ReservationNoRoom):
-            todo.remove((rp, window))
-            continue
-        except errors.ConcurrentUpdate:
-            with lock:
-                out["gave_up"] += 1
-            continue
-        except Exception as exc:  # noqa: BLE001 - the test reports every one
-            with lock:
-                out["unexpected"].append(repr(exc))
+        got = ledger_races.one_write(
+            lambda: _attempt(db, kind, rp, window),
+            (errors.CapacityExceeded, errors.ReservationNoRoom), out, lock)
+        if got is None:
             return
-        with lock:
-            out["granted"].append((kind, rp, window))
+        if got == "refused":
+            todo.remove((rp, window))
+        elif got == "granted":
+            with lock:
+                out["granted"].append((kind, rp, window))
 
 
 def _process(url: str, kinds: list[str], rps: list[str], windows: list,
              queue) -> None:
-    db = Database(url, pool_size=THREADS)
     out = {"granted": [], "unexpected": [], "gave_up": 0}
-    lock = threading.Lock()
-    try:
-        threads = [threading.Thread(target=_worker, args=(
-            db, kinds[i % len(kinds)], rps, windows, out, lock))
-            for i in range(THREADS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    except Exception as exc:  # noqa: BLE001
-        out["unexpected"].append(repr(exc))
-    finally:
-        db.dispose()
-        queue.put(out)
+    ledger_races.in_threads(url, _worker, [(kinds[i % len(kinds)], rps, windows)
+                                           for i in range(THREADS)], out, queue, None)
 
 
 def _race(db, kinds: list[str], rps: list[str], windows: list) -> list:
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_process, args=(db.url, kinds, rps, windows, queue))
-             for _ in range(PROCESSES)]
-    for proc in procs:
-        proc.start()
-    results = [queue.get(timeout=300) for _ in procs]
-    for proc in procs:
-        proc.join(timeout=30)
-        assert proc.exitcode == 0
-    unexpected = [e for out in results for e in out["unexpected"]]
-    assert not unexpected, unexpected
-    return [g for out in results for g in out["granted"]]
+    results = ledger_races.in_processes(
+        _process, [(db.url, kinds, rps, windows)] * PROCESSES, timeout=300)
+    return [g for _label, out in results for g in out["granted"]]
 
 
 def room_invariant(conn) -> dict[tuple[int, int], tuple[int, int, float]]:

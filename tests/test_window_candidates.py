@@ -31,9 +31,8 @@ from urllib.parse import urlencode
 from wsgiref.util import setup_testing_defaults
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
-from placement_lite.app import create_app
 from placement_lite import errors
 from placement_lite.api.provider_filters import query_dialect
 from placement_lite.api.resources import window_candidates
@@ -43,11 +42,11 @@ from placement_lite.candidates.memory import MemoryReader
 from placement_lite.candidates.overlay import Overlay
 from placement_lite.candidates.plan import Plan
 from placement_lite.candidates.query import parse_candidate_request
-from placement_lite.config import Settings
 from placement_lite.db import clock, facts_log
 from placement_lite.db import tables as t
 from placement_lite.ledger import reserved
 from tests import factories
+from tests.peaks_oracle import both_apps, inventory_rows, peaks_allocated, raw
 from tests.random_world import Builder, candidate_query
 from tests.reservation_rows import reservation
 
@@ -56,19 +55,6 @@ HOUR = 3600
 HOURS = 48  # reservations and windows fall within this many hours
 PLAIN = "/allocation_candidates?"
 WINDOW = "/reservations/allocation_candidates?"
-
-
-def raw(app, path: str, version: str = "1.39") -> tuple:
-    """(status, body bytes) of one GET straight through the WSGI app."""
-    path, _, query = path.partition("?")
-    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query,
-               "HTTP_X_AUTH_TOKEN": "admin",
-               "HTTP_OPENSTACK_API_VERSION": f"placement {version}",
-               "HTTP_ACCEPT": "application/json", "wsgi.input": io.BytesIO(b"")}
-    setup_testing_defaults(environ)
-    seen = []
-    body = b"".join(app(environ, lambda status, headers, exc=None: seen.append(status)))
-    return int(seen[0].split()[0]), body
 
 
 def _ok(status_body) -> bytes:
@@ -85,9 +71,7 @@ def plain_from_allocations_alone(monkeypatch):
 
 @pytest.fixture
 def apps(db):
-    memory = create_app(Settings(db=db.url), db)
-    sql = create_app(Settings(db=db.url, facts_in_memory=False), db)
-    return db, memory, sql
+    return both_apps(db)
 
 
 def _base(db) -> int:
@@ -135,18 +119,10 @@ def _queries(rng, world, count: int) -> list:
     return out
 
 
-def _inventory_rows(db) -> list:
-    inv = t.inventories
-    with db.read() as conn:
-        return conn.execute(select(
-            inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
-            inv.c.reserved, inv.c.allocation_ratio)).all()
-
-
 def _reserve_randomly(db, rng, base: int, count: int) -> list:
     """`count` random reservations within HOURS of `base`, of one to three
     (provider, class) amounts each, sized to bite; [(start, end, amounts)]."""
-    rows = _inventory_rows(db)
+    rows = inventory_rows(db)
     made = []
     with db.write() as conn:
         for _ in range(count):
@@ -174,15 +150,6 @@ def _brute_peaks(made: list, start: int, end: int) -> dict:
         for key, amount in level.items():
             peaks[key] = max(peaks.get(key, 0), amount)
     return peaks
-
-
-def _raise_used(db, peaks: dict, sign: int) -> None:
-    inv = t.inventories
-    with db.write() as conn:
-        for (rp, rc), amount in peaks.items():
-            conn.execute(update(inv).where(
-                inv.c.resource_provider_id == rp, inv.c.resource_class_id == rc)
-                .values(used=inv.c.used + sign * amount))
 
 
 def _world(apps, seed: int, sharing: bool = True) -> Builder:
@@ -214,7 +181,7 @@ def test_nothing_reserved_in_the_window_answers_as_the_plain_route(apps):
     # as it ends) hold nothing in it.
     _reserve_randomly(db, rng, base, 20)
     lo, hi = base + (HOURS + 12) * HOUR, base + (HOURS + 20) * HOUR
-    every = {(rp, rc): 1 for rp, rc, *_rest in _inventory_rows(db)}
+    every = {(rp, rc): 1 for rp, rc, *_rest in inventory_rows(db)}
     with db.write() as conn:
         reservation(conn, base, lo, every)
         reservation(conn, hi, hi + HOUR, every)
@@ -333,13 +300,10 @@ def _check_windows(apps, seed: int, sharing: bool, windows: int, per_window: int
             plain = urlencode(rng.choice(queries))
             assert raw(memory, PLAIN + plain) == raw(sql, PLAIN + plain), plain
         peaks = _brute_peaks(made, max(lo, base), hi)
-        _raise_used(db, peaks, +1)
-        try:
+        with peaks_allocated(db, peaks):
             for key, mine in got.items():
                 assert mine == raw(sql, PLAIN + key), (key, lo, hi)
                 assert mine == raw(memory, PLAIN + key), (key, lo, hi)
-        finally:
-            _raise_used(db, peaks, -1)
         for key, mine in got.items():
             plain = raw(sql, PLAIN + key)
             differing += plain != mine

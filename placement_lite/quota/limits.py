@@ -27,6 +27,18 @@ def region_key(region_id: Optional[str]) -> str:
     return region_id or ""
 
 
+def _insert_unique(conn: Connection, table, values: dict, what: str) -> None:
+    """Insert a limit row that the caller found no duplicate of. One
+    created concurrently since then (committed after the caller's check)
+    trips the unique index: a 409 naming `what`, in a savepoint, so that
+    the transaction stays usable."""
+    try:
+        with conn.begin_nested():
+            conn.execute(insert(table).values(**values))
+    except IntegrityError:
+        raise errors.DuplicateLimit(f"{what} already exists (created concurrently).")
+
+
 # Registered limits ----------------------------------------------------------
 
 def _check_refs(conn: Connection, service_id: str, region_id: Optional[str]):
@@ -82,18 +94,13 @@ def create_registered(conn: Connection, items: list[dict]) -> list[dict]:
                 f"{item.get('region_id') or '(none)'} already exists; update "
                 "it with PATCH instead.")
         ident = uuidlib.uuid4().hex
-        try:
-            with conn.begin_nested():
-                conn.execute(insert(RL).values(
-                    id=ident, service_id=item["service_id"],
-                    region_id=item.get("region_id"), region_key=rkey,
-                    resource_name=item["resource_name"],
-                    default_limit=item["default_limit"],
-                    description=item.get("description")))
-        except IntegrityError:
-            raise errors.DuplicateLimit(
-                f"A registered limit for resource {item['resource_name']} "
-                "already exists (created concurrently).")
+        _insert_unique(conn, RL, dict(
+            id=ident, service_id=item["service_id"],
+            region_id=item.get("region_id"), region_key=rkey,
+            resource_name=item["resource_name"],
+            default_limit=item["default_limit"],
+            description=item.get("description")),
+            f"A registered limit for resource {item['resource_name']}")
         ids.append(ident)
     return [get_registered(conn, i) for i in ids]
 
@@ -207,18 +214,13 @@ def create_limits(conn: Connection, items: list[dict], model) -> list[dict]:
                 f"{item['resource_name']}; update it with PATCH instead.")
         _lock_owner(conn, owner)
         ident = uuidlib.uuid4().hex
-        try:
-            with conn.begin_nested():
-                conn.execute(insert(PL).values(
-                    id=ident, owner_id=owner.id, service_id=item["service_id"],
-                    region_id=item.get("region_id"), region_key=rkey,
-                    resource_name=item["resource_name"],
-                    resource_limit=item["resource_limit"],
-                    description=item.get("description")))
-        except IntegrityError:
-            raise errors.DuplicateLimit(
-                f"A limit for resource {item['resource_name']} of "
-                f"{owner.external_id} already exists (created concurrently).")
+        _insert_unique(conn, PL, dict(
+            id=ident, owner_id=owner.id, service_id=item["service_id"],
+            region_id=item.get("region_id"), region_key=rkey,
+            resource_name=item["resource_name"],
+            resource_limit=item["resource_limit"],
+            description=item.get("description")),
+            f"A limit for resource {item['resource_name']} of {owner.external_id}")
         ids.append(ident)
     rows = [get_limit(conn, i) for i in ids]
     model.validate_limits(conn, rows)

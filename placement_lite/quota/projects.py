@@ -220,18 +220,15 @@ def delete_project(conn: Connection, project: Project) -> None:
         raise errors.ProjectHasChildren(
             f"Project {project.external_id} has child projects; delete them "
             "first.")
-    if conn.scalar(select(exists().where(
-            t.consumers.c.project_id == project.id))):
+    if _owns_rows(conn, t.consumers, project):
         raise errors.ProjectInUse(
             f"Project {project.external_id} still owns consumers with "
             "allocations; delete their allocations first.")
-    if conn.scalar(select(exists().where(
-            t.reservations.c.project_id == project.id))):
+    if _owns_rows(conn, t.reservations, project):
         raise errors.ProjectInUse(
             f"Project {project.external_id} still owns reservations; cancel "
             "or end them, then delete them from the records first.")
-    if conn.scalar(select(exists().where(
-            t.lease_ledger.c.project_id == project.id))):
+    if _owns_rows(conn, t.lease_ledger, project):
         # The ledger is append-only: its entries outlive nothing they name.
         raise errors.ProjectInUse(
             f"Project {project.external_id} has lease ledger entries, which "
@@ -239,6 +236,11 @@ def delete_project(conn: Connection, project: Project) -> None:
     conn.execute(delete(t.project_limits).where(
         t.project_limits.c.owner_id == project.id))
     conn.execute(delete(P).where(P.c.id == project.id))
+
+
+def _owns_rows(conn: Connection, table, project: Project) -> bool:
+    """Whether any row of `table` names `project` as its project."""
+    return bool(conn.scalar(select(exists().where(table.c.project_id == project.id))))
 
 
 def lock_trees(conn: Connection, root_ids: Iterable[int]) -> None:
