@@ -49,9 +49,6 @@ def answer(conn: Connection, req: CandidateRequest, shown: Shown = Shown(),
     than engine.whole_size candidates comes as a flow.Flow, to be read
     while `conn`'s transaction lasts, then finished. `overlay`: extra
     `used` per (provider, class) for this request alone (overlay.py)."""
-    if snapshot is None and overlay is not None:
-        # The SQL reader cannot give room back (overlay.py).
-        overlay = overlay.taking()
     if snapshot is not None and shown.by_tree and not (randomize and req.limit):
         parts = by_tree.tree_parts(
             conn, req, snapshot, engine.bound_of(req, max_candidates, randomize), kept,

@@ -157,9 +157,7 @@ def overlay_of(held: Held, base: Optional[Overlay]) -> Overlay:
     """Extra `used` per (provider, class): on R's providers, a class R
     holds shows free what R has left (an extra only takes room away:
     never more than the provider's own free room); elsewhere `base`'s
-    (what plain requests would see; this search reads from SQL, so the
-    extras that take room alone: overlay.py)."""
-    base = base.taking() if base is not None else None
+    (what plain requests would see)."""
     extra = dict(base.extra) if base is not None else {}
     for key, left in held.left.items():
         extra[key] = max(0, held.free[key] - left)

@@ -75,6 +75,10 @@ class Search:
         keeps what it derives from `snapshot` per request shape.
         `overlay`: extra `used` for this request alone (overlay.py)."""
         self.plan = Plan(req, lookups)
+        if snapshot is None and overlay is not None:
+            # The SQL reader's statements choose by `used`: it cannot give
+            # room back (overlay.py), so it takes the extras above 0.
+            overlay = overlay.taking()
         self.overlay = overlay
         # With the process's copy of the facts, only `used` is read; the
         # SQL reader asks the database everything.

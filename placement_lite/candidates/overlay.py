@@ -19,9 +19,10 @@ made once per request and read wherever a reader reads `used`:
 An extra is below 0 where allocations drawn from a reservation (in
 `used`) end before the instants asked about (ledger/reserved.py,
 ahead.py): they give their room back. The SQL reader's statements have
-refused such a provider already, so it is given `taking()`, the extras
-above 0 alone, and stays on the safe side there; the copy's reader
-takes the room back.
+refused such a provider already, so a search without the copy
+(engine.Search) and the summaries read from SQL (summaries.py) take
+`taking()`, the extras above 0 alone, and stay on the safe side there;
+the copy's reader takes the room back.
 
 The request language and every filter are untouched. An Overlay belongs
 to its request: nothing keeps it, and it is never written into the copy

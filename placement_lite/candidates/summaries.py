@@ -78,7 +78,9 @@ def summarize(conn: Connection, result: Union[Result, "Flow"], whole_trees: bool
     `result`: an engine.Result, or a flow.Flow whose candidates are done.
     `overlay`: extra `used` (overlay.py), shown in `used`.
     """
-    extra = overlay.extra if overlay is not None else {}
+    # Read from SQL, as the SQL reader reads: the extras above 0 (overlay.py).
+    taking = overlay.taking() if overlay is not None else None
+    extra = taking.extra if taking is not None else {}
     used = result.allocating()
     if not used:
         return []
