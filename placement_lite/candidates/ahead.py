@@ -139,25 +139,16 @@ class Ahead:
 
     __slots__ = ("windows", "classes", "drawn", "layers", "lineage", "__weakref__")
 
-    def __init__(self, windows: Mapping[tuple, tuple], base: Optional["Ahead"] = None,
-                 changed: Iterable[int] = (), drawn: Optional[Mapping[tuple, int]] = None):
-        """From whole mappings. `base` and `changed`: the Ahead this one
-        was read again from, and the providers whose windows were, so
-        that an overlay made from `base` is carried over for the others.
-        `drawn`: key -> what allocations drawn from reservations hold
-        there, which `used` counts already."""
+    def __init__(self, windows: Mapping[tuple, tuple],
+                 drawn: Optional[Mapping[tuple, int]] = None):
+        """From whole mappings (a copy read whole); one read again after a
+        write is made by again(). `drawn`: key -> what allocations drawn
+        from reservations hold there, which `used` counts already."""
         self.windows = {key: ws for key, ws in windows.items() if ws}
         self.drawn = {key: n for key, n in (drawn or {}).items() if n}
         self.classes = _classes(self.windows.keys() | self.drawn.keys())
-        if base is None:
-            self.layers = (_Ends(_pairs(self.windows, self.windows)),)
-            self.lineage = ()
-        else:
-            changed = frozenset(changed)
-            keys = [key for key in self.windows if key[0] in changed]
-            self.layers = _layered(base.layers, _Ends(_pairs(self.windows, keys)),
-                                   self.windows)
-            self.lineage = _lineage(base, changed)
+        self.layers = (_Ends(_pairs(self.windows, self.windows)),)
+        self.lineage = ()
 
     @classmethod
     def _made(cls, windows: dict, classes: dict, drawn: dict, layers: tuple,
