@@ -106,28 +106,24 @@ def rebuild(conn: Connection) -> None:
     # planned as a scan of every allocation per row right after a bulk
     # load, whose statistics it had not caught up with (minutes at
     # 100,000 allocations).
-    inv, a = t.inventories, t.allocations
-    sums = (select(a.c.resource_provider_id.label("rp"),
-                   a.c.resource_class_id.label("rc"),
-                   func.sum(a.c.used).label("used"),
-                   func.sum(case((a.c.reservation_id.is_not(None), a.c.used),
-                                 else_=0)).label("drawn"))
-            .group_by(a.c.resource_provider_id, a.c.resource_class_id).subquery())
+    inv = t.inventories
+    sums = _held_by_key()
     conn.execute(update(inv).values(used=0, drawn=0))
     conn.execute(update(inv).values(used=sums.c.used, drawn=sums.c.drawn).where(
         inv.c.resource_provider_id == sums.c.rp, inv.c.resource_class_id == sums.c.rc))
 
 
-def _allocated(inv, drawn: bool = False):
-    """What the allocation rows hold of inventory row `inv` (0 when none);
-    with `drawn`, those drawn from reservations only."""
+def _held_by_key():
+    """Per (provider, class) with allocations: what they hold (`used`),
+    and of it what is drawn from reservations (`drawn`); one grouped pass
+    over the allocations, as a subquery."""
     a = t.allocations
-    query = (select(func.coalesce(func.sum(a.c.used), 0))
-             .where(a.c.resource_provider_id == inv.c.resource_provider_id,
-                    a.c.resource_class_id == inv.c.resource_class_id))
-    if drawn:
-        query = query.where(a.c.reservation_id.is_not(None))
-    return query.scalar_subquery()
+    return (select(a.c.resource_provider_id.label("rp"),
+                   a.c.resource_class_id.label("rc"),
+                   func.sum(a.c.used).label("used"),
+                   func.sum(case((a.c.reservation_id.is_not(None), a.c.used),
+                                 else_=0)).label("drawn"))
+            .group_by(a.c.resource_provider_id, a.c.resource_class_id).subquery())
 
 
 def recomputed(conn: Connection) -> dict[Key, int]:
@@ -163,10 +159,13 @@ def drift(conn: Connection) -> list[str]:
                 f"type id {kind or 'none'}, {what}: the summary holds "
                 f"{have.get(key, 0)}, the allocations give {want.get(key, 0)}")
     inv, a = t.inventories, t.allocations
+    held = _held_by_key()
     for rp, rc, used, allocated, drawn, given in conn.execute(
             select(inv.c.resource_provider_id, inv.c.resource_class_id,
-                   inv.c.used, _allocated(inv).label("allocated"), inv.c.drawn,
-                   _allocated(inv, drawn=True).label("given"))
+                   inv.c.used, func.coalesce(held.c.used, 0), inv.c.drawn,
+                   func.coalesce(held.c.drawn, 0))
+            .select_from(inv.outerjoin(held, (held.c.rp == inv.c.resource_provider_id)
+                                       & (held.c.rc == inv.c.resource_class_id)))
             .order_by(inv.c.resource_provider_id, inv.c.resource_class_id)):
         if used != allocated:
             lines.append(
